@@ -1,0 +1,1 @@
+"""Analyses: one module per question; each returns data (rows, frames), never plots."""

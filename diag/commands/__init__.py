@@ -1,0 +1,7 @@
+"""One module per CLI command; each exposes ``register(app)``. Adding a command is one line in COMMANDS."""
+
+from __future__ import annotations
+
+from diag.commands import ingest, runs, sql
+
+COMMANDS = (ingest, runs, sql)

@@ -1,0 +1,130 @@
+"""``diag ingest PATH…``: store profiler outputs (folders, files, archives) in the database."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+
+from diag.commands._common import DEFAULT, DbOption, JsonOption, console, fmt_bytes, print_json
+from diag.ingest import DEFAULT_MAX_FILE_BYTES, FileOutcome, Ingestor, IngestSummary
+from diag.store import Store
+
+_STYLE = {"ok": "green", "partial": "yellow", "failed": "red", "unchanged": "dim", "skipped": "dim"}
+
+
+def summary_json(db: str, summary: IngestSummary, store: Store) -> dict[str, Any]:
+    rows: dict[str, int] = {}
+    for f in summary.files:
+        for table, n in f.rows.items():
+            rows[table] = rows.get(table, 0) + n
+    span = None
+    if summary.run_ids:
+        lo, hi = store.con.execute(
+            "SELECT min(start_ns), max(end_ns) FROM runs WHERE list_contains(?, run_id)", [summary.run_ids]
+        ).fetchall()[0]
+        span = {
+            "start_ns": lo,
+            "end_ns": hi,
+            "duration_ns": (hi - lo) if lo is not None and hi is not None else None,
+        }
+    return {
+        "db": db,
+        "files": [f.to_json() for f in summary.files],
+        "summary": {
+            "files": len(summary.files),
+            **{s: summary.count(s) for s in ("ok", "partial", "failed", "unchanged", "skipped")},
+            "runs": summary.run_ids,
+            "rows": rows,
+            "span": span,
+        },
+    }
+
+
+def ingest(
+    paths: Annotated[list[str], typer.Argument(help="Folders, files or .zip/.tar.gz archives.")],
+    db: DbOption = DEFAULT,
+    as_json: JsonOption = False,
+    replace: Annotated[bool, typer.Option("--replace", help="Re-parse files already stored.")] = False,
+    max_file_size: Annotated[
+        int, typer.Option("--max-file-size", help="Refuse files larger than this many bytes.")
+    ] = DEFAULT_MAX_FILE_BYTES,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Also list skipped and unchanged files.")
+    ] = False,
+) -> None:
+    """Ingest profiler outputs; prints a line per file and a summary. Exit 1 if any file failed."""
+    err = console(stderr=True)
+    out = console()
+    store = Store(db)
+    quiet = as_json or not sys.stderr.isatty()
+    progress = Progress(
+        TextColumn("[bold]ingest[/]"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        TextColumn("{task.description}"),
+        console=err,
+        disable=quiet,
+        transient=True,
+    )
+
+    def report(outcome: FileOutcome) -> None:
+        progress.advance(task, outcome.size_bytes)
+        if as_json or (outcome.status in ("skipped", "unchanged") and not verbose):
+            return
+        rows = sum(outcome.rows.values())
+        style = _STYLE.get(outcome.status, "")
+        line = f"[{style}]{outcome.status:9}[/] {outcome.source}"
+        if outcome.parser and outcome.status in ("ok", "partial"):
+            line += f"  [dim]{outcome.parser}, {rows} rows[/]"
+        if outcome.message and outcome.status != "ok":
+            line += f"\n          [{style}]{outcome.message}[/]" if outcome.status != "failed" else ""
+        (err if outcome.status == "failed" else out).print(line)
+        if outcome.status == "failed":
+            err.print(f"[red]error:[/] {outcome.message}", soft_wrap=True)
+
+    ingestor = Ingestor(store, replace=replace, max_file_bytes=max_file_size, on_file_done=report)
+    try:
+        candidates, refused = ingestor.collect(paths)
+        total = sum(c.path.stat().st_size for c in candidates)
+        with progress:
+            task = progress.add_task("", total=total or 1)
+            summary = IngestSummary(files=list(refused))
+            for outcome in refused:
+                report(outcome)
+            for cand in candidates:
+                progress.update(task, description=cand.path.name)
+                outcome = ingestor.ingest_one(cand)
+                summary.files.append(outcome)
+                report(outcome)
+        payload = summary_json(db, summary, store)
+    finally:
+        ingestor.close()
+    if as_json:
+        print_json(payload)
+    else:
+        s = payload["summary"]
+        out.print(
+            f"\n{s['files']} files: {s['ok']} ok, {s['partial']} partial, {s['failed']} failed, "
+            f"{s['unchanged']} unchanged, {s['skipped']} skipped · runs {s['runs'] or '-'} · "
+            f"{sum(s['rows'].values())} rows stored · {fmt_bytes(total)} read"
+        )
+        if s["rows"]:
+            out.print("  " + ", ".join(f"{t} {n}" for t, n in sorted(s["rows"].items()) if n))
+    store.close()
+    raise typer.Exit(0 if summary.ok else 1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("ingest")(ingest)

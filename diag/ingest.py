@@ -1,0 +1,403 @@
+"""Walk folders and archives, detect each file by content, parse it into the store in its own transaction.
+
+A run is one profiling session of one device: the ``*_ascend_pt`` / ``*_ascend_ms`` folder (or the folder
+holding ``ASCEND_PROFILER_OUTPUT`` / ``profiler_info*.json``) a file lives in.  Its identity is the hash of
+its ``profiler_info*.json`` when there is one, so the same run ingested from a folder or from an archive
+of it is stored once.  The same file (same run, same relative path, same bytes, same parser version) is
+stored once; a changed file or a newer parser replaces the old rows in the same transaction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+from diag import archives
+from diag.errors import BadInputError, DiagError, FileTooLargeError, UnsupportedFormatError
+from diag.store import Store, q
+from parsers import ParseContext, Probe, detect
+from parsers._io import one_line
+
+DEFAULT_MAX_FILE_BYTES = int(os.environ.get("DIAG_MAX_FILE_BYTES", str(8 << 30)))
+_RUN_DIR = re.compile(r".*_ascend_(pt|ms)$")
+_PROFILER_INFO = re.compile(r"^profiler_info(_\d+)?\.json$")
+_RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
+_SKIP_DIRS = {"FRAMEWORK", "__MACOSX", ".git"}
+# Names the exporters give their outputs: such a file that no parser recognises is an error, not a skip.
+_EXPORT_NAMES = re.compile(
+    r"^(trace_view|communication|communication_matrix|profiler_metadata|profiler_info(_\d+)?)\.json$|"
+    r"^(kernel_details|operator_details|op_statistic|api_statistic|step_trace_time|memory_record|"
+    r"operator_memory|npu_module_mem|l2_cache)\.csv$"
+)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    path: Path  # readable local file
+    source: str  # how to name it to the user
+    run_root: Path
+    run_source: str
+    relpath: str
+    explicit: bool  # named on the command line (an unknown format is then an error, not a skip)
+    origin: str  # stable prefix for path-based identities: absolute folder or "archive:<sha256>"
+
+
+@dataclass
+class FileOutcome:
+    source: str
+    status: str  # ok | partial | failed | unchanged | skipped
+    parser: str | None = None
+    run_id: int | None = None
+    rows: dict[str, int] = field(default_factory=dict)
+    message: str | None = None
+    size_bytes: int = 0
+
+    def to_json(self) -> dict:
+        return {
+            "path": self.source,
+            "status": self.status,
+            "parser": self.parser,
+            "run_id": self.run_id,
+            "rows": self.rows,
+            "message": self.message,
+            "size_bytes": self.size_bytes,
+        }
+
+
+@dataclass
+class IngestSummary:
+    files: list[FileOutcome] = field(default_factory=list)
+
+    def count(self, status: str) -> int:
+        return sum(1 for f in self.files if f.status == status)
+
+    @property
+    def run_ids(self) -> list[int]:
+        return sorted({f.run_id for f in self.files if f.run_id is not None and f.status != "skipped"})
+
+    @property
+    def ok(self) -> bool:
+        return self.count("failed") == 0
+
+
+ProgressFn = Callable[[str, int], None]  # (source, bytes just finished)
+
+
+class Ingestor:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        replace: bool = False,
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        archive_limits: archives.ArchiveLimits | None = None,
+        on_file_start: ProgressFn | None = None,
+        on_file_done: Callable[[FileOutcome], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.replace = replace
+        self.max_file_bytes = max_file_bytes
+        self.archive_limits = archive_limits or archives.ArchiveLimits(max_member_bytes=max_file_bytes)
+        self.on_file_start = on_file_start
+        self.on_file_done = on_file_done
+        self._tmp = Path(tempfile.mkdtemp(prefix="diag-ingest-"))
+
+    def close(self) -> None:
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+    # -- collection ------------------------------------------------------------------------------------------
+    def collect(self, paths: Iterable[str | Path]) -> tuple[list[Candidate], list[FileOutcome]]:
+        """Every file under ``paths`` (archives unpacked), plus outcomes for inputs refused outright."""
+        found: list[Candidate] = []
+        refused: list[FileOutcome] = []
+        for raw in paths:
+            path = Path(raw)
+            if not path.exists():
+                refused.append(FileOutcome(str(raw), "failed", message=f"{raw}: no such file or folder"))
+            elif path.is_dir():
+                found.extend(
+                    self._walk(path, str(path), origin=str(path.resolve()), stop=None, explicit=False)
+                )
+            elif archives.is_archive(path):
+                try:
+                    found.extend(self._unpack(path, str(path)))
+                except DiagError as exc:
+                    refused.append(
+                        FileOutcome(str(path), "failed", message=str(exc), size_bytes=path.stat().st_size)
+                    )
+            else:
+                root = run_root_of(path, stop=None)
+                found.append(
+                    self._candidate(path, str(path), root, str(root), str(root.resolve()), explicit=True)
+                )
+        return found, refused
+
+    def _unpack(self, archive: Path, shown: str) -> list[Candidate]:
+        digest = sha256_of(archive)
+        dest = Path(tempfile.mkdtemp(prefix="archive-", dir=self._tmp))
+        archives.extract(archive, dest, self.archive_limits, display=shown)
+        return list(self._walk(dest, f"{shown}!", origin=f"archive:{digest}", stop=dest, explicit=False))
+
+    def _walk(
+        self, top: Path, shown_top: str, origin: str, stop: Path | None, explicit: bool
+    ) -> Iterator[Candidate]:
+        for dirpath, dirnames, filenames in os.walk(top):
+            here = Path(dirpath)
+            has_output = "ASCEND_PROFILER_OUTPUT" in dirnames
+            # Raw CANN data under an exported run is already in ASCEND_PROFILER_OUTPUT: do not read it twice.
+            dirnames[:] = sorted(
+                d for d in dirnames if d not in _SKIP_DIRS and not (has_output and d.startswith("PROF_"))
+            )
+            for name in sorted(filenames):
+                path = here / name
+                if path.is_symlink() or not path.is_file():
+                    continue
+                root = run_root_of(path, stop=stop)
+                yield self._candidate(
+                    path,
+                    _shown(shown_top, top, path),
+                    root,
+                    _shown(shown_top, top, root),
+                    origin,
+                    explicit,
+                    top=top,
+                )
+
+    def _candidate(
+        self,
+        path: Path,
+        shown: str,
+        root: Path,
+        root_shown: str,
+        origin: str,
+        explicit: bool,
+        top: Path | None = None,
+    ) -> Candidate:
+        try:
+            rel = path.relative_to(root).as_posix()
+        except ValueError:
+            rel = path.name
+        if top is not None and origin.startswith("archive:"):
+            with contextlib.suppress(ValueError):
+                origin = f"{origin}/{root.relative_to(top).as_posix()}"
+        elif not origin.startswith("archive:"):
+            origin = str(root.resolve())
+        return Candidate(path, shown, root, root_shown, rel, explicit, origin)
+
+    # -- ingest ----------------------------------------------------------------------------------------------
+    def ingest(self, paths: Iterable[str | Path]) -> IngestSummary:
+        candidates, refused = self.collect(paths)
+        summary = IngestSummary(files=list(refused))
+        for outcome in refused:
+            self._done(outcome)
+        for cand in candidates:
+            if self.on_file_start:
+                self.on_file_start(cand.source, 0)
+            outcome = self.ingest_one(cand)
+            summary.files.append(outcome)
+            self._done(outcome)
+        return summary
+
+    def _done(self, outcome: FileOutcome) -> None:
+        if self.on_file_done:
+            self.on_file_done(outcome)
+
+    def ingest_one(self, cand: Candidate) -> FileOutcome:
+        size = cand.path.stat().st_size
+        outcome = FileOutcome(cand.source, "failed", size_bytes=size)
+        try:
+            if size > self.max_file_bytes:
+                raise FileTooLargeError(
+                    cand.source,
+                    f"{size} bytes is over the size cap of {self.max_file_bytes} bytes "
+                    "(raise it with --max-file-size or DIAG_MAX_FILE_BYTES)",
+                )
+            probe = Probe.of(cand.path)
+            parser = detect(probe)
+            if parser is None:
+                if cand.explicit or _EXPORT_NAMES.match(cand.path.name):
+                    raise UnsupportedFormatError(cand.source, _why_unsupported(probe))
+                outcome.status = "skipped"
+                outcome.message = "not a format diag reads"
+                return outcome
+            outcome.parser = parser.name
+            digest = sha256_of(cand.path)
+            return self._store_file(cand, parser, digest, size, outcome)
+        except BadInputError as exc:
+            outcome.message = str(exc)
+        except duckdb.Error as exc:
+            outcome.message = f"{cand.source}: {one_line(exc)}"
+        except Exception as exc:  # a parser bug must not stop the batch nor leave half a file
+            outcome.message = f"{cand.source}: internal error ({type(exc).__name__}: {one_line(exc)})"
+        self._record_failure(cand, outcome)
+        return outcome
+
+    def _store_file(
+        self, cand: Candidate, parser, digest: str, size: int, outcome: FileOutcome
+    ) -> FileOutcome:  # type: ignore[no-untyped-def]
+        store = self.store
+        with store.transaction() as con:
+            job_id = store.ensure_job(
+                f"path:{_job_origin(cand)}",
+                cand.run_root.parent.name or cand.run_root.name,
+                _parent_shown(cand),
+            )
+            run_id = store.ensure_run(
+                run_key_of(cand),
+                name=cand.run_root.name,
+                platform=parser.platform,
+                source=cand.run_source,
+                job_id=job_id,
+            )
+            outcome.run_id = run_id
+            entry = store.ledger_entry(run_id, cand.relpath)
+            if (
+                entry
+                and not self.replace
+                and entry.sha256 == digest
+                and entry.parser == parser.name
+                and entry.parser_version == parser.version
+            ):
+                outcome.status, outcome.message = "unchanged", "already stored"
+                return outcome
+            if entry:
+                store.delete_file_rows(entry.file_id)
+            store.forget_failures(cand.source)
+            file_id = store.new_file_id()
+            ctx = ParseContext(store, con, cand.path, cand.source, run_id, file_id, self._tmp)
+            result = parser.parse(ctx)
+            outcome.rows = {k: v for k, v in result.rows.items()}
+            outcome.status = "partial" if result.partial else "ok"
+            outcome.message = result.partial
+            store.record_file(
+                file_id=file_id,
+                run_id=run_id,
+                relpath=cand.relpath,
+                source=cand.source,
+                sha256=digest,
+                size_bytes=size,
+                parser=parser.name,
+                parser_version=parser.version,
+                status=outcome.status,
+                message=outcome.message,
+                rows=sum(outcome.rows.values()),
+            )
+            finalize_run(store, run_id)
+        return outcome
+
+    def _record_failure(self, cand: Candidate, outcome: FileOutcome) -> None:
+        try:
+            with self.store.transaction() as con:
+                row = con.execute("SELECT run_id FROM runs WHERE run_key = ?", [run_key_of(cand)]).fetchall()
+                outcome.run_id = int(row[0][0]) if row else None
+                self.store.forget_failures(cand.source)
+                self.store.record_file(
+                    file_id=self.store.new_file_id(),
+                    run_id=outcome.run_id,
+                    relpath=cand.relpath,
+                    source=cand.source,
+                    sha256="",
+                    size_bytes=outcome.size_bytes,
+                    parser=outcome.parser,
+                    parser_version=None,
+                    status="failed",
+                    message=outcome.message,
+                    rows=0,
+                )
+        except (duckdb.Error, OSError):
+            pass  # the ledger line is a courtesy; the failure is reported either way
+
+
+def finalize_run(store: Store, run_id: int) -> None:
+    """Derived run fields: span, and device / rank where no metadata file named them."""
+    store.refresh_run_span(run_id)
+    q(
+        store.con,
+        """UPDATE runs SET
+             device = coalesce(device,
+               (SELECT TRY_CAST(regexp_extract(device, '(\\d+)$', 1) AS INTEGER) FROM memory
+                WHERE run_id = $run AND device IS NOT NULL LIMIT 1),
+               (SELECT min(device_id) FROM kernels WHERE run_id = $run)),
+             rank = coalesce(rank, TRY_CAST(regexp_extract(name, '(?i)rank[_-]?(\\d+)', 1) AS INTEGER))
+           WHERE run_id = $run""",
+        {"run": run_id},
+    )
+
+
+def run_root_of(path: Path, stop: Path | None) -> Path:
+    """The run folder a file belongs to (see module doc); its own folder when none is recognisable."""
+    for parent in list(path.parents)[:4]:
+        if stop is not None and parent != stop and stop not in parent.parents:
+            break
+        if _RUN_DIR.match(parent.name):
+            return parent
+        if parent.name == "ASCEND_PROFILER_OUTPUT":
+            return parent.parent
+        if parent.is_dir() and (parent / "ASCEND_PROFILER_OUTPUT").is_dir():
+            return parent
+        if stop is not None and parent == stop:
+            break
+    return path.parent
+
+
+def run_key_of(cand: Candidate) -> str:
+    info = _profiler_info(cand.run_root)
+    if info is not None:
+        return f"ascend:profiler_info:{sha256_of(info)}"
+    return f"path:{cand.origin}"
+
+
+def _profiler_info(root: Path) -> Path | None:
+    try:
+        names = sorted(p for p in os.listdir(root) if _PROFILER_INFO.match(p))
+    except OSError:
+        return None
+    return root / names[0] if names else None
+
+
+def _job_origin(cand: Candidate) -> str:
+    if cand.origin.startswith("archive:"):
+        return cand.origin.rsplit("/", 1)[0] if "/" in cand.origin else cand.origin
+    return str(cand.run_root.resolve().parent)
+
+
+def _parent_shown(cand: Candidate) -> str:
+    return cand.run_source.rsplit("/", 1)[0] if "/" in cand.run_source else cand.run_source
+
+
+def _shown(shown_top: str, top: Path, path: Path) -> str:
+    try:
+        rel = path.relative_to(top).as_posix()
+    except ValueError:
+        return str(path)
+    if shown_top.endswith("!"):
+        return f"{shown_top}/{rel}" if rel != "." else shown_top.rstrip("!")
+    return str(Path(shown_top) / rel) if rel != "." else shown_top
+
+
+def _why_unsupported(probe: Probe) -> str:
+    head = probe.head
+    if not head.strip():
+        return "empty file"
+    if head.startswith(b"SQLite format 3\x00"):
+        return "SQLite database: not a format diag reads yet"
+    if b"\x00" in head[:4096]:
+        return "binary file, not a profiler export diag reads"
+    return "not a format diag recognises (by content)"
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()

@@ -1,0 +1,404 @@
+"""Every table, column, type and unit of the store, declared once.
+
+Conventions: times are int64 nanoseconds (``*_ns``; absolute ones are Unix-epoch ns), sizes are bytes
+(``*_bytes``), every data row carries ``run_id`` and ``file_id`` so that one file's rows can be replaced or
+removed as a unit.  Nothing else in the code base spells a column list by hand for table creation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    doc: str
+    columns: tuple[Column, ...]
+    per_file: bool = True  # rows belong to one ingested file (carry run_id/file_id)
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def ddl(self) -> str:
+        cols = ",\n  ".join(f'"{c.name}" {c.type}' for c in self.columns)
+        return f'CREATE TABLE IF NOT EXISTS "{self.name}" (\n  {cols}\n)'
+
+
+def _c(name: str, type_: str, doc: str = "") -> Column:
+    return Column(name, type_, doc)
+
+
+_OWNER = (
+    _c("run_id", "BIGINT NOT NULL", "owning run"),
+    _c("file_id", "BIGINT NOT NULL", "source file (ledger)"),
+)
+
+TABLES: tuple[Table, ...] = (
+    Table(
+        "jobs",
+        "a multi-rank capture: the folder that holds one or more runs",
+        (
+            _c("job_id", "BIGINT PRIMARY KEY"),
+            _c("job_key", "VARCHAR UNIQUE NOT NULL", "stable identity (folder path or archive sha + member)"),
+            _c("name", "VARCHAR"),
+            _c("source", "VARCHAR", "folder or archive it came from"),
+            _c("parallel_groups", "JSON", "parallel_group_info of profiler_metadata.json"),
+            _c("created_at", "TIMESTAMP DEFAULT current_timestamp"),
+        ),
+        per_file=False,
+    ),
+    Table(
+        "runs",
+        "one profiling session of one device/rank",
+        (
+            _c("run_id", "BIGINT PRIMARY KEY"),
+            _c("run_key", "VARCHAR UNIQUE NOT NULL", "stable identity of the run"),
+            _c("job_id", "BIGINT"),
+            _c("name", "VARCHAR", "run folder name, e.g. rank0_ascend_pt"),
+            _c("platform", "VARCHAR NOT NULL", "ascend | cuda"),
+            _c("source", "VARCHAR", "run folder (or archive!member)"),
+            _c("rank", "INTEGER"),
+            _c("device", "INTEGER"),
+            _c("start_ns", "BIGINT", "earliest event of any table of the run"),
+            _c("end_ns", "BIGINT", "latest event end of any table of the run"),
+            _c("profiler_level", "VARCHAR", "Level0 | Level1 | Level2 | Level_none"),
+            _c("aic_metrics", "VARCHAR"),
+            _c("export_type", "VARCHAR"),
+            _c("torch_npu_version", "VARCHAR"),
+            _c("cann_version", "VARCHAR"),
+            _c("config", "JSON", "profiler_info*.json config block"),
+            _c("metadata", "JSON", "profiler_metadata.json"),
+            _c("created_at", "TIMESTAMP DEFAULT current_timestamp"),
+        ),
+        per_file=False,
+    ),
+    Table(
+        "files",
+        "the ledger of ingested files",
+        (
+            _c("file_id", "BIGINT PRIMARY KEY"),
+            _c("run_id", "BIGINT", "NULL when the file failed before a run existed"),
+            _c("relpath", "VARCHAR NOT NULL", "path relative to the run folder"),
+            _c("source", "VARCHAR NOT NULL", "path as given (archive!member for archives)"),
+            _c("sha256", "VARCHAR NOT NULL"),
+            _c("size_bytes", "BIGINT"),
+            _c("parser", "VARCHAR"),
+            _c("parser_version", "INTEGER"),
+            _c("status", "VARCHAR NOT NULL", "ok | partial | failed"),
+            _c("message", "VARCHAR"),
+            _c("rows", "BIGINT", "rows stored from this file, all tables"),
+            _c("ingested_at", "TIMESTAMP DEFAULT current_timestamp"),
+        ),
+        per_file=False,
+    ),
+    Table(
+        "device_tasks",
+        "a device task / kernel (Ascend Hardware events, or kernel_details when no trace)",
+        _OWNER
+        + (
+            _c("source", "VARCHAR", "trace_view | kernel_details"),
+            _c("stream", "VARCHAR", "stream label: 'Stream 2', 'Group <g> Communication'"),
+            _c("stream_id", "BIGINT"),
+            _c(
+                "task_kind",
+                "VARCHAR",
+                "normalised kind: AI_CORE, AI_VECTOR_CORE, MIX_AIC, MIX_AIV, AI_CPU, "
+                "COMMUNICATION, MEMCPY, SYNC, DSA, OTHER…",
+            ),
+            _c("task_type", "VARCHAR", "task type as the source wrote it"),
+            _c("name", "VARCHAR"),
+            _c("op_type", "VARCHAR"),
+            _c("start_ns", "BIGINT"),
+            _c("dur_ns", "BIGINT"),
+            _c("step", "BIGINT"),
+            _c("hw_task_id", "BIGINT", "device Task Id"),
+            _c("connection_id", "BIGINT", "links to CANN API / host op"),
+            _c("memcpy_bytes", "BIGINT"),
+            _c("memcpy_direction", "VARCHAR"),
+        ),
+    ),
+    Table(
+        "kernels",
+        "one row of kernel_details.csv / op_summary: compute and communication ops with shapes and PMU",
+        _OWNER
+        + (
+            _c("step", "BIGINT"),
+            _c("device_id", "INTEGER"),
+            _c("model_id", "BIGINT"),
+            _c("hw_task_id", "BIGINT"),
+            _c("stream_id", "BIGINT"),
+            _c("name", "VARCHAR"),
+            _c("op_type", "VARCHAR"),
+            _c("op_state", "VARCHAR", "dynamic | static"),
+            _c(
+                "accelerator_core", "VARCHAR", "GE task type: AI_CORE, AI_VECTOR_CORE, AI_CPU, MIX_AIC, HCCL…"
+            ),
+            _c("task_kind", "VARCHAR", "normalised kind, as in device_tasks"),
+            _c("start_ns", "BIGINT"),
+            _c("dur_ns", "BIGINT"),
+            _c("wait_ns", "BIGINT"),
+            _c("block_dim", "BIGINT", "Block Dim / Block Num"),
+            _c("mix_block_dim", "BIGINT"),
+            _c("hf32_eligible", "VARCHAR"),
+            _c("input_shapes", "VARCHAR", "';'-separated tensors, ','-separated dims, outer quotes removed"),
+            _c("input_dtypes", "VARCHAR"),
+            _c("input_formats", "VARCHAR"),
+            _c("output_shapes", "VARCHAR"),
+            _c("output_dtypes", "VARCHAR"),
+            _c("output_formats", "VARCHAR"),
+            _c("context_id", "VARCHAR"),
+            _c("pmu", "MAP(VARCHAR, DOUBLE)", "every other (PMU) column, by its header name"),
+        ),
+    ),
+    Table(
+        "host_ops",
+        "a framework op, Python function, enqueue/dequeue or CANN API call on the host",
+        _OWNER
+        + (
+            _c("pid", "BIGINT"),
+            _c("tid", "BIGINT"),
+            _c("process", "VARCHAR", "Python | CANN | Python GC …"),
+            _c("category", "VARCHAR", "cpu_op | python_function | enqueue | dequeue | cann_api | gc …"),
+            _c("name", "VARCHAR"),
+            _c("start_ns", "BIGINT"),
+            _c("dur_ns", "BIGINT"),
+            _c("correlation", "BIGINT", "connection_id / correlation_id"),
+            _c("api_level", "VARCHAR", "CANN API level: acl, runtime, node, hccl, model"),
+            _c("input_dims", "VARCHAR"),
+            _c("input_types", "VARCHAR"),
+            _c("call_stack", "VARCHAR"),
+        ),
+    ),
+    Table(
+        "op_details",
+        "operator_details.csv: host op instances with host and linked device durations",
+        _OWNER
+        + (
+            _c("name", "VARCHAR"),
+            _c("input_shapes", "VARCHAR"),
+            _c("call_stack", "VARCHAR"),
+            _c("host_self_ns", "BIGINT"),
+            _c("host_total_ns", "BIGINT"),
+            _c("device_self_ns", "BIGINT"),
+            _c("device_total_ns", "BIGINT"),
+            _c("device_self_aicore_ns", "BIGINT"),
+            _c("device_total_aicore_ns", "BIGINT"),
+        ),
+    ),
+    Table(
+        "links",
+        "a flow event pair (host op → device task, enqueue → dequeue, fwd → bwd)",
+        _OWNER
+        + (
+            _c("flow_cat", "VARCHAR", "async_npu | HostToDevice | async_task_queue | fwdbwd …"),
+            _c("flow_id", "VARCHAR"),
+            _c("src_pid", "BIGINT"),
+            _c("src_tid", "BIGINT"),
+            _c("src_ts_ns", "BIGINT"),
+            _c("dst_pid", "BIGINT"),
+            _c("dst_tid", "BIGINT"),
+            _c("dst_ts_ns", "BIGINT"),
+        ),
+    ),
+    Table(
+        "overlap_slices",
+        "exporter-computed Overlap Analysis slices",
+        _OWNER
+        + (
+            _c("kind", "VARCHAR", "Computing | Communication | Communication(Not Overlapped) | Free"),
+            _c("start_ns", "BIGINT"),
+            _c("dur_ns", "BIGINT"),
+        ),
+    ),
+    Table(
+        "steps",
+        "step ranges (ProfilerStep#N on the host)",
+        _OWNER + (_c("step", "BIGINT"), _c("start_ns", "BIGINT"), _c("end_ns", "BIGINT")),
+    ),
+    Table(
+        "step_trace",
+        "the exporter's own per-step breakdown (step_trace_time.csv)",
+        _OWNER
+        + (
+            _c("device_id", "INTEGER"),
+            _c("step", "BIGINT", "NULL when the trace had no ProfilerStep"),
+            _c("computing_ns", "BIGINT"),
+            _c("comm_not_overlapped_ns", "BIGINT"),
+            _c("overlapped_ns", "BIGINT"),
+            _c("communication_ns", "BIGINT"),
+            _c("free_ns", "BIGINT"),
+            _c("stage_ns", "BIGINT"),
+            _c("bubble_ns", "BIGINT"),
+            _c("comm_not_overlapped_excl_receive_ns", "BIGINT"),
+            _c("preparing_ns", "BIGINT"),
+        ),
+    ),
+    Table(
+        "comm_ops",
+        "a collective / p2p op as communication.json reports it",
+        _OWNER
+        + (
+            _c("step", "BIGINT"),
+            _c("kind", "VARCHAR", "collective | p2p"),
+            _c("op_name", "VARCHAR"),
+            _c("group_name", "VARCHAR"),
+            _c("start_ns", "BIGINT"),
+            _c("elapse_ns", "BIGINT"),
+            _c("transit_ns", "BIGINT"),
+            _c("wait_ns", "BIGINT"),
+            _c("sync_ns", "BIGINT"),
+            _c("idle_ns", "BIGINT"),
+            _c("wait_ratio", "DOUBLE"),
+            _c("sync_ratio", "DOUBLE"),
+        ),
+    ),
+    Table(
+        "comm_bandwidth",
+        "per op and transport: bytes moved, time and bandwidth (communication.json)",
+        _OWNER
+        + (
+            _c("step", "BIGINT"),
+            _c("kind", "VARCHAR"),
+            _c("op_name", "VARCHAR"),
+            _c("group_name", "VARCHAR"),
+            _c("transport", "VARCHAR", "HCCS | RDMA | PCIE | SDMA | SIO …"),
+            _c("size_bytes", "BIGINT", "decimal MB × 10^6"),
+            _c("transit_ns", "BIGINT"),
+            _c("bandwidth_gbps", "DOUBLE", "GB/s as the exporter computed it"),
+            _c("large_packet_ratio", "DOUBLE"),
+        ),
+    ),
+    Table(
+        "comm_matrix",
+        "per link (src → dst rank): transport, bytes and bandwidth (communication_matrix.json)",
+        _OWNER
+        + (
+            _c("step", "BIGINT"),
+            _c("kind", "VARCHAR"),
+            _c("op_key", "VARCHAR", "e.g. allreduce-top1@<group>"),
+            _c("group_name", "VARCHAR"),
+            _c("src_rank", "INTEGER"),
+            _c("dst_rank", "INTEGER"),
+            _c("transport", "VARCHAR"),
+            _c("size_bytes", "BIGINT"),
+            _c("transit_ns", "BIGINT"),
+            _c("bandwidth_gbps", "DOUBLE"),
+            _c("op_name", "VARCHAR"),
+        ),
+    ),
+    Table(
+        "memory",
+        "memory samples: memory_record.csv (per component) and npu_module_mem.csv (per CANN module)",
+        _OWNER
+        + (
+            _c("source", "VARCHAR", "memory_record | npu_module_mem"),
+            _c("component", "VARCHAR", "APP, PTA, GE, PTA+GE, WORKSPACE; or a CANN module"),
+            _c("ts_ns", "BIGINT"),
+            _c("allocated_bytes", "BIGINT"),
+            _c("reserved_bytes", "BIGINT"),
+            _c("active_bytes", "BIGINT"),
+            _c("stream_ptr", "VARCHAR"),
+            _c("device", "VARCHAR", "e.g. NPU:0"),
+        ),
+    ),
+    Table(
+        "op_memory",
+        "operator_memory.csv: one allocation by an operator",
+        _OWNER
+        + (
+            _c("name", "VARCHAR"),
+            _c("size_bytes", "BIGINT", "negative: allocated before the window"),
+            _c("alloc_ns", "BIGINT"),
+            _c("release_ns", "BIGINT", "NULL: released after the window"),
+            _c("active_release_ns", "BIGINT"),
+            _c("dur_ns", "BIGINT"),
+            _c("active_dur_ns", "BIGINT"),
+            _c("alloc_total_allocated_bytes", "BIGINT"),
+            _c("alloc_total_reserved_bytes", "BIGINT"),
+            _c("alloc_total_active_bytes", "BIGINT"),
+            _c("release_total_allocated_bytes", "BIGINT"),
+            _c("release_total_reserved_bytes", "BIGINT"),
+            _c("release_total_active_bytes", "BIGINT"),
+            _c("stream_ptr", "VARCHAR"),
+            _c("device", "VARCHAR"),
+        ),
+    ),
+    Table(
+        "op_stats",
+        "op_statistic.csv: per op type and core type",
+        _OWNER
+        + (
+            _c("device_id", "INTEGER"),
+            _c("op_type", "VARCHAR"),
+            _c("core_type", "VARCHAR"),
+            _c("count", "BIGINT"),
+            _c("total_ns", "BIGINT"),
+            _c("min_ns", "BIGINT"),
+            _c("avg_ns", "BIGINT"),
+            _c("max_ns", "BIGINT"),
+            _c("ratio_pct", "DOUBLE"),
+        ),
+    ),
+    Table(
+        "api_stats",
+        "api_statistic.csv: per CANN API",
+        _OWNER
+        + (
+            _c("device_id", "VARCHAR", "'host' for host data"),
+            _c("level", "VARCHAR"),
+            _c("api_name", "VARCHAR"),
+            _c("total_ns", "BIGINT"),
+            _c("count", "BIGINT"),
+            _c("avg_ns", "BIGINT"),
+            _c("min_ns", "BIGINT"),
+            _c("max_ns", "BIGINT"),
+            _c("variance", "DOUBLE", "as written (µs²)"),
+        ),
+    ),
+    Table(
+        "l2_cache",
+        "l2_cache.csv: per task L2 hit / victim rate",
+        _OWNER
+        + (
+            _c("stream_id", "BIGINT"),
+            _c("hw_task_id", "BIGINT"),
+            _c("hit_rate", "DOUBLE"),
+            _c("victim_rate", "DOUBLE"),
+            _c("op_name", "VARCHAR"),
+        ),
+    ),
+    Table(
+        "counters",
+        "counter samples of the trace (AI Core Freq, NPU MEM, HBM, LLC, QoS …)",
+        _OWNER
+        + (
+            _c("process", "VARCHAR"),
+            _c("name", "VARCHAR"),
+            _c("series", "VARCHAR", "key inside args, e.g. MHz, KB"),
+            _c("ts_ns", "BIGINT"),
+            _c("value", "DOUBLE"),
+        ),
+    ),
+)
+
+TABLE_BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
+DATA_TABLES: tuple[str, ...] = tuple(t.name for t in TABLES if t.per_file)
+
+# Tables whose rows hold a time interval or instant, for a run's span.
+SPAN_COLUMNS: dict[str, tuple[str, str]] = {
+    "device_tasks": ("start_ns", "start_ns + dur_ns"),
+    "host_ops": ("start_ns", "start_ns + dur_ns"),
+    "kernels": ("start_ns", "start_ns + dur_ns"),
+    "overlap_slices": ("start_ns", "start_ns + dur_ns"),
+}

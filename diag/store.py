@@ -1,0 +1,247 @@
+"""The DuckDB file: create/migrate, one transaction per ingested file, the ledger of files.
+
+A ``Store`` owns one DuckDB connection.  Streamlit and other threaded callers take a ``cursor()`` per call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from diag.errors import StoreError
+from diag.schema import DATA_TABLES, SCHEMA_VERSION, SPAN_COLUMNS, TABLES
+
+RULES_DIR = Path(__file__).parent / "rules"
+DEFAULT_DB = "diag.duckdb"
+_SEQUENCES = ("seq_job", "seq_run", "seq_file")
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    file_id: int
+    run_id: int | None
+    sha256: str
+    parser: str | None
+    parser_version: int | None
+    status: str
+
+
+def q(con: duckdb.DuckDBPyConnection, sql: str, params: object = None) -> list[tuple]:
+    """Execute and fetch everything: DuckDB refuses new work on a connection with an unfetched result."""
+    return con.execute(sql, params).fetchall() if params is not None else con.execute(sql).fetchall()
+
+
+def default_memory_limit() -> str:
+    """DuckDB's own default is 80% of RAM; ingest of a GB trace needs far less and must stay bounded."""
+    return os.environ.get("DIAG_MEMORY_LIMIT", "1GB")
+
+
+class Store:
+    def __init__(self, path: str | Path = DEFAULT_DB, read_only: bool = False) -> None:
+        self.path = Path(path)
+        self.read_only = read_only
+        if read_only and not self.path.exists():
+            raise StoreError(f"{self.path}: no such database (run `diag ingest` first)")
+        try:
+            self.con = duckdb.connect(str(self.path), read_only=read_only)
+        except duckdb.Error as exc:
+            raise StoreError(f"{self.path}: cannot open database: {exc}") from exc
+        tmp = self.path.parent / ".diag_tmp"
+        q(self.con, f"SET memory_limit='{default_memory_limit()}'")
+        q(self.con, "SET preserve_insertion_order=false")
+        if not read_only:
+            q(self.con, f"SET temp_directory='{tmp.as_posix()}'")
+            self.migrate()
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        return self.con.cursor()
+
+    def migrate(self) -> None:
+        con = self.con
+        q(con, "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+        row = con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchall()
+        if row and int(row[0][0]) > SCHEMA_VERSION:
+            raise StoreError(f"{self.path}: written by a newer diag (schema {row[0][0]} > {SCHEMA_VERSION})")
+        for seq in _SEQUENCES:
+            q(con, f"CREATE SEQUENCE IF NOT EXISTS {seq} START 1")
+        for table in TABLES:
+            q(con, table.ddl())
+        q(con, "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+        self._load_rules()
+
+    def _load_rules(self) -> None:
+        """Rules are data (CSV): reloaded on every writable open so that edits take effect."""
+        kinds = RULES_DIR / "task_kinds.csv"
+        q(
+            self.con,
+            "CREATE OR REPLACE TABLE rule_task_kinds AS "
+            "SELECT upper(trim(task_type)) AS task_type, task_kind "
+            "FROM read_csv(?, header=true, all_varchar=true, comment='#')",
+            [str(kinds)],
+        )
+
+    @contextmanager
+    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        q(self.con, "BEGIN TRANSACTION")
+        try:
+            yield self.con
+        except BaseException:
+            q(self.con, "ROLLBACK")
+            raise
+        else:
+            q(self.con, "COMMIT")
+
+    # -- jobs and runs -------------------------------------------------------------------------------------
+    def ensure_job(self, job_key: str, name: str, source: str) -> int:
+        row = self.con.execute("SELECT job_id FROM jobs WHERE job_key = ?", [job_key]).fetchall()
+        if row:
+            return int(row[0][0])
+        return int(
+            self.con.execute(
+                "INSERT INTO jobs (job_id, job_key, name, source) VALUES (nextval('seq_job'), ?, ?, ?) "
+                "RETURNING job_id",
+                [job_key, name, source],
+            ).fetchall()[0][0]
+        )
+
+    def ensure_run(self, run_key: str, *, name: str, platform: str, source: str, job_id: int | None) -> int:
+        row = self.con.execute("SELECT run_id FROM runs WHERE run_key = ?", [run_key]).fetchall()
+        if row:
+            return int(row[0][0])
+        return int(
+            self.con.execute(
+                "INSERT INTO runs (run_id, run_key, job_id, name, platform, source) "
+                "VALUES (nextval('seq_run'), ?, ?, ?, ?, ?) RETURNING run_id",
+                [run_key, job_id, name, platform, source],
+            ).fetchall()[0][0]
+        )
+
+    def update_run(self, run_id: int, **fields: Any) -> None:
+        """Set run metadata; JSON-typed fields accept Python objects. None values leave a field as is."""
+        fields = {k: v for k, v in fields.items() if v is not None}
+        if not fields:
+            return
+        values = [
+            json.dumps(v, ensure_ascii=False) if k in ("config", "metadata") else v for k, v in fields.items()
+        ]
+        sets = ", ".join(f'"{k}" = ?' for k in fields)
+        q(self.con, f"UPDATE runs SET {sets} WHERE run_id = ?", [*values, run_id])
+
+    def set_job_groups(self, run_id: int, groups: object) -> None:
+        q(
+            self.con,
+            "UPDATE jobs SET parallel_groups = ? WHERE job_id = (SELECT job_id FROM runs WHERE run_id = ?)",
+            [json.dumps(groups, ensure_ascii=False), run_id],
+        )
+
+    def refresh_run_span(self, run_id: int) -> None:
+        parts = " UNION ALL ".join(
+            f"SELECT min({lo}) AS lo, max({hi}) AS hi FROM {t} WHERE run_id = $run"
+            for t, (lo, hi) in SPAN_COLUMNS.items()
+        )
+        q(
+            self.con,
+            f"UPDATE runs SET start_ns = s.lo, end_ns = s.hi FROM (SELECT min(lo) AS lo, max(hi) AS hi "
+            f"FROM ({parts})) s WHERE run_id = $run",
+            {"run": run_id},
+        )
+
+    def delete_run(self, run_id: int) -> None:
+        with self.transaction() as con:
+            for table in DATA_TABLES:
+                q(con, f'DELETE FROM "{table}" WHERE run_id = ?', [run_id])
+            q(con, "DELETE FROM files WHERE run_id = ?", [run_id])
+            q(con, "DELETE FROM runs WHERE run_id = ?", [run_id])
+
+    # -- ledger ----------------------------------------------------------------------------------------------
+    def ledger_entry(self, run_id: int, relpath: str) -> LedgerEntry | None:
+        row = self.con.execute(
+            "SELECT file_id, run_id, sha256, parser, parser_version, status FROM files "
+            "WHERE run_id = ? AND relpath = ? AND status <> 'failed'",
+            [run_id, relpath],
+        ).fetchall()
+        return LedgerEntry(*row[0]) if row else None
+
+    def new_file_id(self) -> int:
+        return int(self.con.execute("SELECT nextval('seq_file')").fetchall()[0][0])
+
+    def delete_file_rows(self, file_id: int) -> None:
+        for table in DATA_TABLES:
+            q(self.con, f'DELETE FROM "{table}" WHERE file_id = ?', [file_id])
+        q(self.con, "DELETE FROM files WHERE file_id = ?", [file_id])
+
+    def record_file(
+        self,
+        *,
+        file_id: int,
+        run_id: int | None,
+        relpath: str,
+        source: str,
+        sha256: str,
+        size_bytes: int,
+        parser: str | None,
+        parser_version: int | None,
+        status: str,
+        message: str | None,
+        rows: int,
+    ) -> None:
+        q(
+            self.con,
+            "INSERT INTO files (file_id, run_id, relpath, source, sha256, size_bytes, parser, parser_version, "
+            "status, message, rows) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            [
+                file_id,
+                run_id,
+                relpath,
+                source,
+                sha256,
+                size_bytes,
+                parser,
+                parser_version,
+                status,
+                message,
+                rows,
+            ],
+        )
+
+    def forget_failures(self, source: str) -> None:
+        """A failed attempt is history once the same source is tried again."""
+        q(self.con, "DELETE FROM files WHERE source = ? AND status = 'failed'", [source])
+
+    # -- read side -------------------------------------------------------------------------------------------
+    def fingerprint(self) -> str:
+        """Changes whenever any ingest or delete commits: the cache key for analysis results."""
+        row = self.con.execute(
+            "SELECT count(*), coalesce(max(file_id), 0), coalesce(sum(rows), 0) FROM files"
+        ).fetchall()[0]
+        runs = self.con.execute("SELECT count(*), coalesce(max(run_id), 0) FROM runs").fetchall()[0]
+        return f"{row[0]}-{row[1]}-{row[2]}-{runs[0]}-{runs[1]}"
+
+    def table_counts(self, run_ids: list[int] | None = None) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for table in DATA_TABLES:
+            if run_ids is None:
+                n = self.con.execute(f'SELECT count(*) FROM "{table}"').fetchall()[0][0]
+            else:
+                n = self.con.execute(
+                    f'SELECT count(*) FROM "{table}" WHERE list_contains(?, run_id)', [run_ids]
+                ).fetchall()[0][0]
+            counts[table] = int(n)
+        return counts

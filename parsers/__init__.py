@@ -1,0 +1,64 @@
+"""The parser registry: one line per format. Ordering matters for detection (first match wins)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from parsers import (
+    ascend_api_statistic,
+    ascend_communication,
+    ascend_kernel_details,
+    ascend_l2_cache,
+    ascend_memory_record,
+    ascend_npu_module_mem,
+    ascend_op_statistic,
+    ascend_operator_details,
+    ascend_operator_memory,
+    ascend_profiler_info,
+    ascend_step_trace_time,
+    ascend_trace_view,
+)
+from parsers._base import ParseContext, Parser, ParseResult, Probe
+
+PARSERS: tuple[Parser, ...] = (
+    ascend_trace_view.PARSER,
+    ascend_communication.PARSER,
+    ascend_communication.MATRIX_PARSER,
+    ascend_profiler_info.PARSER,
+    ascend_profiler_info.METADATA_PARSER,
+    ascend_operator_details.PARSER,  # before kernel_details: both have Name, only this has host durations
+    ascend_kernel_details.PARSER,
+    ascend_step_trace_time.PARSER,
+    ascend_memory_record.PARSER,
+    ascend_npu_module_mem.PARSER,
+    ascend_operator_memory.PARSER,
+    ascend_op_statistic.PARSER,
+    ascend_api_statistic.PARSER,
+    ascend_l2_cache.PARSER,
+)
+
+PARSER_BY_NAME: dict[str, Parser] = {p.name: p for p in PARSERS}
+
+
+def detect(probe: Probe) -> Parser | None:
+    """The first parser that recognises the file's content, or None."""
+    for parser in PARSERS:
+        if parser.detect(probe):
+            return parser
+    return None
+
+
+def detect_path(path: Path) -> Parser | None:
+    return detect(Probe.of(path))
+
+
+__all__ = [
+    "PARSERS",
+    "PARSER_BY_NAME",
+    "ParseContext",
+    "ParseResult",
+    "Parser",
+    "Probe",
+    "detect",
+    "detect_path",
+]

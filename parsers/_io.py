@@ -1,0 +1,267 @@
+"""File-level helpers for parsers: CSV headers, encodings, error translation, truncated JSON arrays."""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import csv
+import io
+import re
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TypeVar
+
+import duckdb
+
+from diag.errors import BadInputError
+from parsers._sql import ident
+
+T = TypeVar("T")
+
+CSV_OPTIONS = (
+    "header=true, delim=',', quote='\"', escape='\"', "
+    "null_padding=false, max_line_size=67108864, auto_detect=false"
+)
+JSON_MAX_OBJECT = 256 * 1024 * 1024
+_CHUNK = 8 * 1024 * 1024
+
+
+def first_invalid_utf8(path: Path) -> int | None:
+    """Byte offset of the first byte that is not valid UTF-8, or None."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset = 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            try:
+                decoder.decode(chunk)
+            except UnicodeDecodeError as exc:
+                return offset + exc.start
+            offset += len(chunk)
+        try:
+            decoder.decode(b"", final=True)
+        except UnicodeDecodeError:
+            return offset
+    return None
+
+
+def encoding_error(path: Path, display: str) -> BadInputError | None:
+    """A one-line error for a file that is not UTF-8, naming the encoding it most likely is."""
+    bad = first_invalid_utf8(path)
+    if bad is None:
+        return None
+    with open(path, "rb") as fh:
+        fh.seek(max(0, bad - 4096))
+        sample = fh.read(1 << 16)
+    try:
+        sample.decode("gb18030")
+        guess = "looks like GB18030/GBK (e.g. re-saved by Excel on a Chinese Windows)"
+    except UnicodeDecodeError:
+        guess = "not text in any encoding diag knows"
+    return BadInputError(
+        display,
+        f"not UTF-8: {guess}; profilers write UTF-8 — convert with `iconv -f GB18030 -t UTF-8`",
+        offset=bad,
+    )
+
+
+def check_not_empty(path: Path, display: str) -> None:
+    with open(path, "rb") as fh:
+        head = fh.read(4096)
+    if not head.removeprefix(b"\xef\xbb\xbf").strip():
+        raise BadInputError(display, "empty file")
+    if b"\x00" in head:
+        raise BadInputError(display, "binary content (NUL bytes) where text was expected")
+
+
+def csv_header(path: Path, display: str) -> list[str]:
+    check_not_empty(path, display)
+    with open(path, "rb") as fh:
+        raw = fh.readline(1 << 20)
+    try:
+        line = raw.decode("utf-8").lstrip("\ufeff")
+    except UnicodeDecodeError:
+        raise encoding_error(path, display) or BadInputError(display, "header is not UTF-8") from None
+    header = next(csv.reader(io.StringIO(line)), [])
+    return [h.strip() for h in header]
+
+
+def resolve_columns(
+    header: list[str], aliases: dict[str, tuple[str, ...]], required: Iterable[str], display: str
+) -> dict[str, str]:
+    """Map canonical column names to the header's own spelling; fail naming the missing required ones."""
+    present = {h: h for h in header}
+    lowered = {h.lower(): h for h in header}
+    found: dict[str, str] = {}
+    for canonical, spellings in aliases.items():
+        for spelling in spellings or (canonical,):
+            hit = present.get(spelling) or lowered.get(spelling.lower())
+            if hit:
+                found[canonical] = hit
+                break
+    missing = [c for c in required if c not in found]
+    if missing:
+        raise BadInputError(
+            display,
+            f"missing required column(s) {', '.join(missing)}; header is: {','.join(header)[:200]}",
+        )
+    return found
+
+
+def col(found: dict[str, str], canonical: str) -> str:
+    """The SQL reference to a column, or NULL when the file lacks it."""
+    return ident(found[canonical]) if canonical in found else "NULL"
+
+
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    text = " ".join(str(exc).split())
+    text = re.sub(r"^(Invalid Input|Conversion|Binder|Parser) Error: ", "", text)
+    return text[:limit]
+
+
+def csv_source(path: Path, header: list[str], lenient: bool = False) -> str:
+    """``read_csv`` over ``path`` with the header's own column names, every value as text."""
+    names: list[str] = []
+    for h in header:
+        name, n = h or "column", 1
+        while name in names:  # duplicate header names: keep both, the second as 'name_2'
+            n += 1
+            name = f"{h}_{n}"
+        names.append(name)
+    columns = "{" + ", ".join("'" + n.replace("'", "''") + "': 'VARCHAR'" for n in names) + "}"
+    extra = (
+        ", ignore_errors=true, store_rejects=true, rejects_table='_rej', rejects_scan='_rej_scan'"
+        if lenient
+        else ""
+    )
+    return f"read_csv('{_sql_str(path)}', {CSV_OPTIONS}, columns={columns}{extra})"
+
+
+def run_csv(
+    con: duckdb.DuckDBPyConnection, path: Path, display: str, header: list[str], body: Callable[[str], T]
+) -> tuple[T, str | None]:
+    """Run ``body(read_csv_sql)`` in one pass; DuckDB errors become one-line BadInputErrors.
+
+    Rows that do not fit the header (a missing field, a last line cut off by a killed writer) are skipped,
+    the rest stored, and the returned note says which lines were dropped and why: partial, never shifted.
+    (A failed statement aborts the whole transaction in DuckDB, so there is no second try: the reader
+    collects rejects instead of failing.)
+    """
+    try:
+        result = body(csv_source(path, header, lenient=True))
+        rejects = con.execute(
+            "SELECT line, byte_position, error_type, error_message FROM _rej ORDER BY line"
+        ).fetchall()
+    except duckdb.Error as exc:
+        enc = encoding_error(path, display)
+        raise (enc or BadInputError(display, f"cannot read as CSV: {one_line(exc)}")) from None
+    finally:
+        for table in ("_rej", "_rej_scan"):
+            with contextlib.suppress(duckdb.Error):  # an aborted transaction takes its temp tables with it
+                con.execute(f"DROP TABLE IF EXISTS {table}").fetchall()
+    if not rejects:
+        return result, None
+    if any(r[2] == "INVALID ENCODING" or "unicode" in str(r[3]).lower() for r in rejects):
+        raise encoding_error(path, display) or BadInputError(display, "not UTF-8 text")
+    line, _, _, why = rejects[0]
+    cut = " (file ends without a newline: truncated)" if _last_newline(path) is not None else ""
+    more = f" and {len(rejects) - 1} more" if len(rejects) > 1 else ""
+    return result, f"skipped {len(rejects)} malformed row(s): line {line}: {why}{more}{cut}"
+
+
+def _sql_str(path: Path) -> str:
+    return str(path).replace("'", "''")
+
+
+def _last_newline(path: Path) -> int | None:
+    """Offset just past the last newline when the file does not end with one (a truncated file)."""
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        fh.seek(max(0, size - 1))
+        if fh.read(1) == b"\n":
+            return None
+        pos = size
+        while pos > 0:
+            start = max(0, pos - (1 << 20))
+            fh.seek(start)
+            block = fh.read(pos - start)
+            idx = block.rfind(b"\n")
+            if idx >= 0:
+                return start + idx + 1
+            pos = start
+    return None
+
+
+def _copy_prefix(src: Path, dst: Path, length: int, suffix: bytes = b"") -> None:
+    with open(src, "rb") as fin, open(dst, "wb") as fout:
+        remaining = length
+        while remaining > 0:
+            block = fin.read(min(_CHUNK, remaining))
+            if not block:
+                break
+            fout.write(block)
+            remaining -= len(block)
+        fout.write(suffix)
+
+
+# -- JSON arrays ---------------------------------------------------------------------------------------------
+_BOUNDARY = re.compile(rb"\}\s*,\s*(?=\{|$)")
+
+
+def json_array_is_complete(path: Path) -> bool:
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        fh.seek(max(0, size - 4096))
+        tail = fh.read().rstrip()
+    return tail.endswith(b"]")
+
+
+def json_array_prefix(
+    path: Path, display: str, tmpdir: Path, validate: Callable[[Path], None]
+) -> tuple[Path, str]:
+    """Write the longest prefix of a truncated JSON array that ends on a complete element, closed with ']'.
+
+    Candidate cut points are element boundaries (``}`` ``,`` ``{``) found from the end; each is checked by
+    parsing the element before it and finally by ``validate`` on the repaired file.
+    """
+    import json
+
+    size = path.stat().st_size
+    window = 1 << 20
+    tried = 0
+    with open(path, "rb") as fh:
+        while True:
+            start = max(0, size - window)
+            fh.seek(start)
+            tail = fh.read(size - start)
+            ends = [m.start() for m in _BOUNDARY.finditer(tail)]
+            for i in range(len(ends) - 1, -1, -1):
+                end = ends[i]
+                seg_start = tail.rfind(b"{", 0, end)  # cheap sanity check of the element before the cut
+                prev = ends[i - 1] if i > 0 else None
+                if prev is not None:
+                    seg_start = tail.find(b"{", prev)
+                    try:
+                        if not isinstance(json.loads(tail[seg_start : end + 1]), dict):
+                            continue
+                    except ValueError:
+                        continue
+                cut = start + end + 1
+                out = tmpdir / f"prefix_{path.name}"
+                _copy_prefix(path, out, cut, b"]")
+                try:
+                    validate(out)
+                except duckdb.Error:
+                    out.unlink(missing_ok=True)
+                    tried += 1
+                    if tried >= 5:
+                        raise BadInputError(
+                            display, "truncated JSON array; no complete prefix found"
+                        ) from None
+                    continue
+                return (
+                    out,
+                    f"truncated at byte {size} (file size); stored the complete events up to byte {cut}",
+                )
+            if start == 0:
+                raise BadInputError(display, "truncated JSON array with no complete event", offset=size)
+            window *= 4

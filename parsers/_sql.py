@@ -1,0 +1,66 @@
+"""SQL value expressions shared by the parsers: exact µs→ns, N/A as null, unit conversions.
+
+Ascend text exports write absolute times as epoch µs with 3 decimals (= ns), sometimes with a trailing TAB,
+and use ``N/A`` as the null marker.  A float64 cannot hold such a timestamp to the ns, so absolute times go
+through DECIMAL; durations are small enough for DOUBLE.
+"""
+
+from __future__ import annotations
+
+_WS = "' ' || chr(9) || chr(13) || chr(10)"
+
+
+def ident(name: str) -> str:
+    """Quote a column name as written in a header (they hold spaces, parentheses, %)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def clean(expr: str) -> str:
+    """Trimmed text with the exporters' null markers ('', 'N/A') as NULL."""
+    return f"NULLIF(NULLIF(trim({expr}, {_WS}), 'N/A'), '')"
+
+
+def ts_us_to_ns(expr: str, strict: bool = True) -> str:
+    """Absolute µs timestamp (decimal string) → exact int64 ns."""
+    cast = "CAST" if strict else "TRY_CAST"
+    return f"CAST({cast}({clean(expr)} AS DECIMAL(38,3)) * 1000 AS BIGINT)"
+
+
+def dur_us_to_ns(expr: str, strict: bool = True) -> str:
+    cast = "CAST" if strict else "TRY_CAST"
+    return f"CAST(round({cast}({clean(expr)} AS DOUBLE) * 1000) AS BIGINT)"
+
+
+def scaled_int(expr: str, factor: float, strict: bool = False) -> str:
+    """A decimal quantity in some unit → int64 in the base unit (ms→ns: 1e6, MB→bytes: 1048576)."""
+    cast = "CAST" if strict else "TRY_CAST"
+    return f"CAST(round({cast}({clean(expr)} AS DOUBLE) * {factor!r}) AS BIGINT)"
+
+
+def as_bigint(expr: str, sentinel_null: bool = True) -> str:
+    """Integer column; UINT32_MAX / UINT64_MAX are the exporters' 'invalid' sentinels."""
+    value = f"TRY_CAST({clean(expr)} AS HUGEINT)"
+    if sentinel_null:
+        value = f"NULLIF(NULLIF({value}, 4294967295), 18446744073709551615)"
+    return f"CAST({value} AS BIGINT)"
+
+
+def as_double(expr: str) -> str:
+    return f"TRY_CAST({clean(expr)} AS DOUBLE)"
+
+
+def as_text(expr: str) -> str:
+    return clean(expr)
+
+
+def unquote_shapes(expr: str) -> str:
+    """Shape cells carry a literal pair of quotes inside the CSV quoting: '"4096,12288"' → '4096,12288'."""
+    return f"NULLIF(trim({clean(expr)}, '\"'), '')"
+
+
+def task_kind(expr: str) -> str:
+    """Normalised task kind through the rules table (diag/rules/task_kinds.csv)."""
+    return (
+        f"coalesce((SELECT k.task_kind FROM rule_task_kinds k WHERE k.task_type = upper({clean(expr)})), "
+        f"CASE WHEN {clean(expr)} IS NULL THEN NULL ELSE 'OTHER' END)"
+    )
