@@ -109,21 +109,25 @@ def _extract_zip(archive: Path, dest: Path, limits: ArchiveLimits, budget: _Budg
         infos = zf.infolist()
         if len(infos) > limits.max_members:
             raise ArchiveError(shown, f"{len(infos)} members, more than the cap of {limits.max_members}")
+        checked = []  # every member is vetted before anything is written
         for info in infos:
             rel = _safe_relpath(shown, info.filename)
-            mode = info.external_attr >> 16
-            if stat.S_ISLNK(mode):
+            ftype = stat.S_IFMT(info.external_attr >> 16)
+            if ftype == stat.S_IFLNK:
                 raise ArchiveError(shown, f"member {info.filename!r} is a symbolic link; refused")
-            if mode and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            if ftype and ftype not in (stat.S_IFREG, stat.S_IFDIR):
                 raise ArchiveError(shown, f"member {info.filename!r} is not a regular file; refused")
-            target = _target(dest, rel, shown, info.filename)
-            if info.is_dir():
-                target.mkdir(parents=True, exist_ok=True)
-                continue
             if info.file_size > limits.max_member_bytes:
                 raise ArchiveError(
                     shown, f"member {info.filename!r} exceeds the size cap of {limits.max_member_bytes} bytes"
                 )
+            checked.append((info, _target(dest, rel, shown, info.filename)))
+        if sum(i.file_size for i, _ in checked) > limits.max_total_bytes:
+            raise ArchiveError(shown, f"unpacks to more than the cap of {limits.max_total_bytes} bytes")
+        for info, target in checked:
+            if info.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
             with zf.open(info) as src:
                 _copy(src, target, info.filename, budget)
 

@@ -34,7 +34,8 @@ for command in COMMANDS:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        app(args=argv, standalone_mode=False)
+        code = app(args=argv, standalone_mode=False)
+        return code if isinstance(code, int) else 0
     except typer.Exit as exc:
         return exc.exit_code
     except DiagError as exc:
@@ -50,7 +51,6 @@ def main(argv: list[str] | None = None) -> int:
             exc.show()
             return exc.exit_code
         raise
-    return 0
 
 
 if __name__ == "__main__":

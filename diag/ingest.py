@@ -391,8 +391,12 @@ def _why_unsupported(probe: Probe) -> str:
     if head.startswith(b"SQLite format 3\x00"):
         return "SQLite database: not a format diag reads yet"
     if b"\x00" in head[:4096]:
-        return "binary file, not a profiler export diag reads"
-    return "not a format diag recognises (by content)"
+        return "binary content, not a profiler export diag reads"
+    try:
+        first = head.decode("utf-8").lstrip("\ufeff").splitlines()[0][:120]
+    except (UnicodeDecodeError, IndexError):
+        return "not UTF-8 text; profiler exports are UTF-8"
+    return f"content not recognised as any export diag reads (starts with: {first!r})"
 
 
 def sha256_of(path: Path) -> str:

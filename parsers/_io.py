@@ -98,7 +98,7 @@ def resolve_columns(
             if hit:
                 found[canonical] = hit
                 break
-    missing = [c for c in required if c not in found]
+    missing = [(aliases.get(c) or (c,))[0] for c in required if c not in found]
     if missing:
         raise BadInputError(
             display,
@@ -204,7 +204,9 @@ def _copy_prefix(src: Path, dst: Path, length: int, suffix: bytes = b"") -> None
 
 
 # -- JSON arrays ---------------------------------------------------------------------------------------------
-_BOUNDARY = re.compile(rb"\}\s*,\s*(?=\{|$)")
+# The end of a top-level element: its '}' followed by the next element's '{' (or by the end of the data).
+# An inner object's '}' is followed by another key ('}, "ph"'), so it does not match.
+_BOUNDARY = re.compile(rb"\}(?=\s*,\s*\{|\s*$)")
 
 
 def json_array_is_complete(path: Path) -> bool:
@@ -216,15 +218,13 @@ def json_array_is_complete(path: Path) -> bool:
 
 
 def json_array_prefix(
-    path: Path, display: str, tmpdir: Path, validate: Callable[[Path], None]
+    path: Path, display: str, tmpdir: Path, validate: Callable[[Path], object]
 ) -> tuple[Path, str]:
     """Write the longest prefix of a truncated JSON array that ends on a complete element, closed with ']'.
 
-    Candidate cut points are element boundaries (``}`` ``,`` ``{``) found from the end; each is checked by
-    parsing the element before it and finally by ``validate`` on the repaired file.
+    Candidate cut points are element boundaries found from the end of the file; each is confirmed by
+    ``validate`` (a full parse of the repaired copy), so a look-alike boundary inside a string is skipped.
     """
-    import json
-
     size = path.stat().st_size
     window = 1 << 20
     tried = 0
@@ -233,19 +233,8 @@ def json_array_prefix(
             start = max(0, size - window)
             fh.seek(start)
             tail = fh.read(size - start)
-            ends = [m.start() for m in _BOUNDARY.finditer(tail)]
-            for i in range(len(ends) - 1, -1, -1):
-                end = ends[i]
-                seg_start = tail.rfind(b"{", 0, end)  # cheap sanity check of the element before the cut
-                prev = ends[i - 1] if i > 0 else None
-                if prev is not None:
-                    seg_start = tail.find(b"{", prev)
-                    try:
-                        if not isinstance(json.loads(tail[seg_start : end + 1]), dict):
-                            continue
-                    except ValueError:
-                        continue
-                cut = start + end + 1
+            for m in reversed(list(_BOUNDARY.finditer(tail))):
+                cut = start + m.start() + 1
                 out = tmpdir / f"prefix_{path.name}"
                 _copy_prefix(path, out, cut, b"]")
                 try:
@@ -253,9 +242,9 @@ def json_array_prefix(
                 except duckdb.Error:
                     out.unlink(missing_ok=True)
                     tried += 1
-                    if tried >= 5:
+                    if tried >= 8:
                         raise BadInputError(
-                            display, "truncated JSON array; no complete prefix found"
+                            display, "truncated JSON array; no complete prefix found", offset=size
                         ) from None
                     continue
                 return (

@@ -1,8 +1,8 @@
 """SQL value expressions shared by the parsers: exact µs→ns, N/A as null, unit conversions.
 
 Ascend text exports write absolute times as epoch µs with 3 decimals (= ns), sometimes with a trailing TAB,
-and use ``N/A`` as the null marker.  A float64 cannot hold such a timestamp to the ns, so absolute times go
-through DECIMAL; durations are small enough for DOUBLE.
+and use ``N/A`` as the null marker.  A float64 cannot hold such a timestamp to the ns, so times and
+durations go through DECIMAL (exact, rounded half away from zero to the ns).
 """
 
 from __future__ import annotations
@@ -23,12 +23,13 @@ def clean(expr: str) -> str:
 def ts_us_to_ns(expr: str, strict: bool = True) -> str:
     """Absolute µs timestamp (decimal string) → exact int64 ns."""
     cast = "CAST" if strict else "TRY_CAST"
-    return f"CAST({cast}({clean(expr)} AS DECIMAL(38,3)) * 1000 AS BIGINT)"
+    return f"CAST(round({cast}({clean(expr)} AS DECIMAL(38,9)) * 1000) AS BIGINT)"
 
 
 def dur_us_to_ns(expr: str, strict: bool = True) -> str:
+    """µs (decimal text, maybe '2e-05') → int64 ns, rounded half away from zero, exactly."""
     cast = "CAST" if strict else "TRY_CAST"
-    return f"CAST(round({cast}({clean(expr)} AS DOUBLE) * 1000) AS BIGINT)"
+    return f"CAST(round({cast}({clean(expr)} AS DECIMAL(38,9)) * 1000) AS BIGINT)"
 
 
 def scaled_int(expr: str, factor: float, strict: bool = False) -> str:

@@ -15,7 +15,7 @@ SPEC = CsvSpec(
     name="ascend_kernel_details",
     version=1,
     table="kernels",
-    signature=("name", "start", "dur"),
+    signature=("name", "start"),  # detection; a file missing a required column then fails naming it
     required=("name", "start", "dur"),
     aliases={
         "step": ("Step Id", "Step ID"),

@@ -17,7 +17,7 @@ from diag.errors import BadInputError
 from diag.store import q
 from parsers._base import ParseContext, ParseResult, Probe
 from parsers._io import JSON_MAX_OBJECT, json_array_is_complete, json_array_prefix, one_line
-from parsers._sql import task_kind, ts_us_to_ns
+from parsers._sql import dur_us_to_ns, task_kind, ts_us_to_ns
 
 COUNTER_KEYS = (
     "MHz",
@@ -40,7 +40,7 @@ _COLUMNS = {
     "pid": "VARCHAR",
     "tid": "VARCHAR",
     "ts": "VARCHAR",
-    "dur": "DOUBLE",
+    "dur": "VARCHAR",
     "id": "VARCHAR",
     "args": "JSON",
 }
@@ -104,7 +104,7 @@ class AscendTraceViewParser:
                 con,
                 f"""CREATE TEMP TABLE _tv AS
                 SELECT ph, name, cat, TRY_CAST(pid AS BIGINT) AS pid, TRY_CAST(tid AS BIGINT) AS tid,
-                       {ts_us_to_ns("ts")} AS ts_ns, CAST(round(dur * 1000) AS BIGINT) AS dur_ns, id, args
+                       {ts_us_to_ns("ts")} AS ts_ns, {dur_us_to_ns("dur")} AS dur_ns, id, args
                 FROM {read_json_sql(path)}""",
             )
         except duckdb.Error as exc:
@@ -120,12 +120,25 @@ class AscendTraceViewParser:
             "WHERE ph = 'M' AND name = 'thread_name' GROUP BY pid, tid",
         )
         run, file = ctx.run_id, ctx.file_id
+        # kernel_details rows stood in for device tasks while the run had no trace; the trace replaces them.
+        replaced = q(
+            con,
+            "DELETE FROM device_tasks WHERE run_id = ? AND source = 'kernel_details' RETURNING file_id",
+            [run],
+        )
+        if replaced:
+            q(con, "UPDATE files SET rows = rows - ? WHERE file_id = ?", [len(replaced), replaced[0][0]])
 
         def x_events(keys: tuple[str, ...], where: str) -> str:
+            # A trace cut before its metadata events still has device tasks: they carry a Task Type.
+            process = (
+                "coalesce(p.process, CASE WHEN json_exists(e.args, '$.\"Task Type\"') "
+                "THEN 'Ascend Hardware' END)"
+            )
             return (
-                f"(SELECT e.*, p.process, t.thread, {args_of('e', keys)} AS a FROM _tv e "
-                f"LEFT JOIN _procs p USING (pid) LEFT JOIN _threads t USING (pid, tid) "
-                f"WHERE e.ph = 'X' AND {where}) e"
+                f"(SELECT e.*, t.thread, {args_of('e', keys)} AS a FROM "
+                f"(SELECT e.*, {process} AS process FROM _tv e LEFT JOIN _procs p USING (pid) "
+                f"WHERE e.ph = 'X') e LEFT JOIN _threads t USING (pid, tid) WHERE {where}) e"
             )
 
         device = ", ".join(f"'{p}'" for p in DEVICE_PROCESSES)
@@ -151,7 +164,7 @@ class AscendTraceViewParser:
                    TRY_CAST(coalesce(e.a[1], e.a[2]) AS BIGINT), {task_kind("e.a[3]")}, e.a[3], e.name,
                    e.ts_ns, e.dur_ns, TRY_CAST(e.a[4] AS BIGINT), TRY_CAST(e.a[5] AS BIGINT),
                    TRY_CAST(coalesce(e.a[6], e.a[7]) AS BIGINT), coalesce(e.a[8], e.a[9])
-            FROM {x_events(hw_keys, f"p.process IN ({device})")}"""
+            FROM {x_events(hw_keys, f"e.process IN ({device})")}"""
                 )
             ),
         )
@@ -168,7 +181,7 @@ class AscendTraceViewParser:
                    CASE WHEN e.thread LIKE 'Plane%' THEN 'COMM_TASK' ELSE 'COMMUNICATION' END,
                    coalesce(e.a[2], 'HCCL'), e.name, e.ts_ns, e.dur_ns,
                    TRY_CAST(e.a[3] AS BIGINT), TRY_CAST(e.a[4] AS BIGINT), TRY_CAST(e.a[5] AS BIGINT)
-            FROM {x_events(comm_keys, f"p.process IN ({comm})")}"""
+            FROM {x_events(comm_keys, f"e.process IN ({comm})")}"""
                 )
             ),
         )
@@ -178,7 +191,7 @@ class AscendTraceViewParser:
                 con.execute(
                     f"""INSERT INTO overlap_slices (run_id, file_id, kind, start_ns, dur_ns)
             SELECT {run}, {file}, e.name, e.ts_ns, e.dur_ns
-            FROM {x_events((), f"p.process = '{OVERLAP_PROCESS}'")}"""
+            FROM {x_events((), f"e.process = '{OVERLAP_PROCESS}'")}"""
                 )
             ),
         )
@@ -194,7 +207,7 @@ class AscendTraceViewParser:
                                    ELSE lower(coalesce(e.process, 'unknown')) END),
                    e.name, e.ts_ns, e.dur_ns, TRY_CAST(coalesce(e.a[1], e.a[2]) AS BIGINT), e.a[3],
                    e.a[4], e.a[5], e.a[6]
-            FROM {x_events(host_keys, f"coalesce(p.process, '') NOT IN ({device}, {comm}, '{OVERLAP_PROCESS}')")}"""
+            FROM {x_events(host_keys, f"coalesce(e.process, '') NOT IN ({device}, {comm}, '{OVERLAP_PROCESS}')")}"""
                 )
             ),
         )

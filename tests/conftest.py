@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT.parent / "shared" / "corpus"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+SAMPLES = ROOT / "sample_traces"
+REAL_LEVEL2 = SAMPLES / "real" / "msinsight_level2_rank0_ascend_pt"
+REAL_AICPU_TRACE = SAMPLES / "real" / "mstt_timeline_advice" / "trace_view.json"
+
+
+@pytest.fixture
+def corpus() -> Path:
+    if not (CORPUS / "ascend").is_dir():
+        pytest.skip("../shared/corpus is not present (a user's clone has none)")
+    return CORPUS
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "test.duckdb"
+
+
+def run_cli(*args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "diag.cli", *args], capture_output=True, text=True, cwd=ROOT, timeout=600
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"diag {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def cli_json(*args: str) -> tuple[int, dict]:
+    proc = run_cli(*args, "--json")
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def query(db: Path, sql: str, params: list | None = None) -> list[tuple]:
+    import duckdb
+
+    with duckdb.connect(str(db), read_only=True) as con:
+        return con.execute(sql, params or []).fetchall()

@@ -1,0 +1,244 @@
+"""Ingest as a user runs it: idempotence, --replace, truncated and bad files, archives, earlier runs intact."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FIXTURES, REAL_AICPU_TRACE, REAL_LEVEL2, cli_json, query, run_cli
+from tests.oracle import complete_prefix_events, kernel_figures, trace_counts
+
+KD = FIXTURES / "ascend_kernel_details"
+TABLES = (
+    "device_tasks",
+    "host_ops",
+    "kernels",
+    "overlap_slices",
+    "memory",
+    "op_details",
+    "comm_ops",
+    "runs",
+    "files",
+)
+
+
+def counts(db: Path) -> dict[str, int]:
+    return {t: query(db, f"SELECT count(*) FROM {t}")[0][0] for t in TABLES}
+
+
+def test_ok_fixture_exact_values(db):
+    code, payload = cli_json("ingest", str(KD / "ok_crlf_tab_na.csv"), "--db", str(db))
+    assert code == 0 and payload["files"][0]["status"] == "ok"
+    rows = query(
+        db,
+        "SELECT name, task_kind, start_ns, dur_ns, wait_ns, block_dim, step FROM kernels ORDER BY start_ns",
+    )
+    assert rows == [
+        ("aclnnMatmul_MatMulV3Common_MatMulV3", "AI_CORE", 1736405443881410320, 50621, 0, 20, 3),
+        ("aclnnCast_CastAiCpu_Cast", "AI_CPU", 1736405443881500001, 12500, 39060, 1, 3),
+        ("hcom_allReduce__868_0_1", "COMMUNICATION", 1736405443881600000, 100000, 87499, None, 3),
+    ]
+    # no trace in this run: the kernel rows stand in as its device tasks
+    assert query(db, "SELECT count(*), min(source) FROM device_tasks") == [(3, "kernel_details")]
+
+
+def test_ingest_twice_stores_once_and_replace_reparses(db):
+    code, first = cli_json("ingest", str(REAL_LEVEL2), "--db", str(db))
+    assert code == 0 and first["summary"]["failed"] == 0 and first["summary"]["ok"] == 14
+    before = counts(db)
+    code, second = cli_json("ingest", str(REAL_LEVEL2), "--db", str(db))
+    assert code == 0 and second["summary"]["unchanged"] == 14 and second["summary"]["rows"] == {}
+    assert counts(db) == before
+    code, third = cli_json("ingest", str(REAL_LEVEL2), "--db", str(db), "--replace")
+    assert code == 0 and third["summary"]["ok"] == 14
+    assert counts(db) == before
+    assert before["runs"] == 1 and before["device_tasks"] == 835
+
+
+def _cut_trace(src: Path, dest_dir: Path, fraction: float) -> tuple[Path, int]:
+    data = src.read_bytes()
+    cut = int(len(data) * fraction)
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    out = dest_dir / "trace_view.json"
+    out.write_bytes(data[:cut])
+    return out, cut
+
+
+@pytest.mark.parametrize("fraction", [0.05, 0.37, 0.5, 0.83, 0.999])
+def test_truncated_trace_keeps_complete_prefix(tmp_path, db, fraction):
+    data = REAL_AICPU_TRACE.read_bytes()
+    path, cut = _cut_trace(REAL_AICPU_TRACE, tmp_path / f"cut{fraction}", fraction)
+    code, payload = cli_json("ingest", str(path), "--db", str(db))
+    f = payload["files"][0]
+    assert code == 0 and f["status"] == "partial"
+    assert f"truncated at byte {cut}" in f["message"]
+    expected = trace_counts(complete_prefix_events(data, cut))
+    for table in ("device_tasks", "host_ops", "overlap_slices", "links"):
+        assert f["rows"].get(table, 0) == expected[table], (table, f["rows"], expected)
+    assert query(db, "SELECT status FROM files") == [("partial",)]
+
+
+def test_truncated_csv_row_is_dropped_and_named(db):
+    code, payload = cli_json("ingest", str(KD / "bad_truncated_row.csv"), "--db", str(db))
+    f = payload["files"][0]
+    assert code == 0 and f["status"] == "partial" and f["rows"]["kernels"] == 3
+    assert "line 5" in f["message"] and "truncated" in f["message"]
+
+
+@pytest.mark.parametrize(
+    ("fixture", "reason"),
+    [
+        ("ascend_kernel_details/bad_missing_duration.csv", "missing required column(s) Duration(us)"),
+        ("ascend_kernel_details/bad_gbk.csv", "not UTF-8: looks like GB18030/GBK"),
+        ("ascend_kernel_details/bad_empty.csv", "empty file"),
+        ("ascend_trace_view/bad_binary.json", "binary content"),
+    ],
+)
+def test_bad_input_one_line_error_and_earlier_runs_untouched(db, fixture, reason):
+    cli_json("ingest", str(REAL_LEVEL2), "--db", str(db))
+    before = counts(db)
+    proc = run_cli("ingest", str(FIXTURES / fixture), "--db", str(db))
+    assert proc.returncode == 1
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and fixture.split("/")[-1] in errors[0] and reason in errors[0], proc.stderr
+    after = counts(db)
+    assert {k: v for k, v in after.items() if k != "files"} == {
+        k: v for k, v in before.items() if k != "files"
+    }
+    assert after["files"] == before["files"] + 1  # the failure is in the ledger, nothing else changed
+    assert query(db, "SELECT status FROM files WHERE status = 'failed'") == [("failed",)]
+
+
+def test_file_over_size_cap_is_refused(db):
+    proc = run_cli("ingest", str(REAL_AICPU_TRACE), "--db", str(db), "--max-file-size", "1000")
+    assert proc.returncode == 1
+    assert "over the size cap of 1000 bytes" in proc.stderr
+    assert query(db, "SELECT count(*) FROM device_tasks") == [(0,)]
+
+
+def test_batch_carries_on_after_a_failure(tmp_path, db):
+    folder = tmp_path / "mixed"
+    shutil.copytree(FIXTURES / "real" / "msinsight_test_rank_0", folder / "test_rank_0")
+    (folder / "test_rank_0" / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv").write_bytes(b"")
+    code, payload = cli_json("ingest", str(folder), "--db", str(db))
+    assert code == 1
+    s = payload["summary"]
+    assert (s["failed"], s["partial"], s["ok"]) == (1, 1, 7)
+    assert query(db, "SELECT count(*) FROM kernels")[0][0] == 20
+
+
+def _zip_dir(src: Path, dest: Path, extra: dict[str, bytes] | None = None) -> Path:
+    with zipfile.ZipFile(dest, "w") as zf:
+        for p in sorted(src.rglob("*")):
+            if p.is_file():
+                zf.write(p, f"{src.name}/{p.relative_to(src).as_posix()}")
+        for name, data in (extra or {}).items():
+            zf.writestr(name, data)
+    return dest
+
+
+def test_archive_of_a_run_is_the_same_run_as_its_folder(tmp_path, db):
+    archive = _zip_dir(REAL_LEVEL2, tmp_path / "level2.zip")
+    code, payload = cli_json("ingest", str(archive), "--db", str(db))
+    assert code == 0 and payload["summary"]["ok"] == 14
+    assert payload["files"][0]["path"].startswith(str(archive) + "!/")
+    code, payload = cli_json("ingest", str(REAL_LEVEL2), "--db", str(db))
+    assert code == 0 and payload["summary"]["unchanged"] == 14
+    tgz = tmp_path / "level2.tar.gz"
+    with tarfile.open(tgz, "w:gz") as tf:
+        tf.add(REAL_LEVEL2, arcname=REAL_LEVEL2.name)
+    code, payload = cli_json("ingest", str(tgz), "--db", str(db))
+    assert code == 0 and payload["summary"]["unchanged"] == 14
+    assert query(db, "SELECT count(*) FROM runs") == [(1,)]
+
+
+@pytest.mark.parametrize(
+    ("member", "reason"),
+    [("../../escape.csv", "escapes the archive folder"), ("/etc/evil.csv", "absolute path")],
+)
+def test_archive_member_escaping_its_folder_is_refused(tmp_path, db, member, reason):
+    archive = tmp_path / "evil.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("run/ASCEND_PROFILER_OUTPUT/kernel_details.csv", (KD / "ok_crlf_tab_na.csv").read_bytes())
+        zf.writestr(member, b"x")
+    proc = run_cli("ingest", str(archive), "--db", str(db))
+    assert proc.returncode == 1 and reason in proc.stderr and "evil.zip" in proc.stderr
+    assert not (tmp_path.parent / "escape.csv").exists()
+    assert query(db, "SELECT count(*) FROM kernels") == [(0,)]
+
+
+def test_archive_symlink_member_is_refused(tmp_path, db):
+    archive = tmp_path / "link.tar.gz"
+    with tarfile.open(archive, "w:gz") as tf:
+        info = tarfile.TarInfo("run/trace_view.json")
+        info.type = tarfile.SYMTYPE
+        info.linkname = "/etc/passwd"
+        tf.addfile(info)
+        data = b"[]"
+        info2 = tarfile.TarInfo("run/other.json")
+        info2.size = len(data)
+        tf.addfile(info2, io.BytesIO(data))
+    proc = run_cli("ingest", str(archive), "--db", str(db))
+    assert proc.returncode == 1 and "is a link; refused" in proc.stderr
+
+
+def test_zip_bomb_is_refused(tmp_path, db):
+    archive = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("run/kernel_details.csv", b"0" * (300 << 20))
+    proc = run_cli("ingest", str(archive), "--db", str(db))
+    assert proc.returncode == 1 and "decompression bomb" in proc.stderr
+
+
+def test_runs_json_keys_and_values(db):
+    cli_json("ingest", str(REAL_LEVEL2), str(REAL_AICPU_TRACE), "--db", str(db))
+    code, payload = cli_json("runs", "--db", str(db))
+    assert code == 0
+    runs = {r["name"]: r for r in payload["runs"]}
+    level2 = runs["msinsight_level2_rank0_ascend_pt"]
+    assert set(level2) >= {
+        "run_id",
+        "platform",
+        "rank",
+        "device",
+        "source",
+        "start_ns",
+        "end_ns",
+        "duration_ns",
+        "profiler_level",
+        "host_ops",
+        "device_tasks",
+        "kernels",
+        "ai_cpu_tasks",
+        "steps",
+        "files",
+    }
+    assert (level2["platform"], level2["rank"], level2["device"], level2["profiler_level"]) == (
+        "ascend",
+        0,
+        0,
+        "Level2",
+    )
+    kernels = kernel_figures(REAL_LEVEL2 / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv")["rows"]
+    assert kernels == 191
+    assert (level2["device_tasks"], level2["host_ops"], level2["kernels"], level2["steps"]) == (
+        835,
+        3594,
+        190,
+        1,
+    )
+    assert runs["mstt_timeline_advice"]["ai_cpu_tasks"] == 2
+
+
+def test_sql_is_read_only(db):
+    cli_json("ingest", str(KD / "ok_crlf_tab_na.csv"), "--db", str(db))
+    code, payload = cli_json("sql", "SELECT count(*) AS n FROM kernels", "--db", str(db))
+    assert code == 0 and payload["rows"] == [{"n": 3}]
+    proc = run_cli("sql", "DELETE FROM kernels", "--db", str(db))
+    assert proc.returncode != 0 and "read-only" in proc.stderr.lower()
+    assert query(db, "SELECT count(*) FROM kernels") == [(3,)]
