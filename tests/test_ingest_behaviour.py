@@ -229,7 +229,7 @@ def test_runs_json_keys_and_values(db):
     assert (level2["device_tasks"], level2["host_ops"], level2["kernels"], level2["steps"]) == (
         835,
         3594,
-        190,
+        kernels,
         1,
     )
     assert runs["mstt_timeline_advice"]["ai_cpu_tasks"] == 2
