@@ -33,7 +33,7 @@ def is_archive(path: Path) -> bool:
     return any(name.endswith(s) for s in ARCHIVE_SUFFIXES)
 
 
-def _safe_relpath(archive: str, name: str) -> PurePosixPath:
+def safe_relpath(archive: str, name: str) -> PurePosixPath:
     normalized = name.replace("\\", "/")
     if normalized.startswith("/") or (len(normalized) > 1 and normalized[1] == ":"):
         raise ArchiveError(archive, f"member {name!r} has an absolute path; refused")
@@ -111,7 +111,7 @@ def _extract_zip(archive: Path, dest: Path, limits: ArchiveLimits, budget: _Budg
             raise ArchiveError(shown, f"{len(infos)} members, more than the cap of {limits.max_members}")
         checked = []  # every member is vetted before anything is written
         for info in infos:
-            rel = _safe_relpath(shown, info.filename)
+            rel = safe_relpath(shown, info.filename)
             ftype = stat.S_IFMT(info.external_attr >> 16)
             if ftype == stat.S_IFLNK:
                 raise ArchiveError(shown, f"member {info.filename!r} is a symbolic link; refused")
@@ -139,7 +139,7 @@ def _extract_tar(archive: Path, dest: Path, limits: ArchiveLimits, budget: _Budg
             count += 1
             if count > limits.max_members:
                 raise ArchiveError(shown, f"more members than the cap of {limits.max_members}")
-            rel = _safe_relpath(shown, member.name)
+            rel = safe_relpath(shown, member.name)
             if member.issym() or member.islnk():
                 raise ArchiveError(shown, f"member {member.name!r} is a link; refused")
             if not (member.isfile() or member.isdir()):

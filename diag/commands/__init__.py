@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from diag.commands import ingest, runs, sql
+from diag.commands import app, ingest, runs, sql
 
-COMMANDS = (ingest, runs, sql)
+COMMANDS = (ingest, runs, sql, app)

@@ -1,0 +1,61 @@
+"""Runs: every profiling session in the database; pick one (and a step) for the other pages."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app import data, widgets
+
+st.title("Runs")
+fp = data.fingerprint()
+rows = data.runs(fp)
+if not rows:
+    st.info("No runs yet: upload a profiler folder or archive on the Upload page, or run `diag ingest PATH`.")
+    st.stop()
+
+ai_cpu = sum(r["ai_cpu_tasks"] for r in rows)
+c1, c2, c3, c4 = st.columns(4)
+c1.metric("runs", len(rows))
+c2.metric("device tasks", f"{sum(r['device_tasks'] for r in rows):,}")
+c3.metric("host ops", f"{sum(r['host_ops'] for r in rows):,}")
+c4.metric("AI_CPU tasks (CPU fallback)", f"{ai_cpu:,}")
+
+st.dataframe(widgets.runs_frame(rows), hide_index=True, width="stretch")
+
+labels = {
+    r["run_id"]: f"{r['run_id']} · {r['name']} · rank {r['rank'] if r['rank'] is not None else '-'}"
+    for r in rows
+}
+ids = list(labels)
+current = st.session_state.get("run_id")
+run_id = st.selectbox(
+    "Selected run (used by the other pages)",
+    ids,
+    index=ids.index(current) if current in ids else 0,
+    format_func=labels.get,
+    key="runs_select",
+)
+if run_id != current:
+    st.session_state["run_id"] = run_id
+    st.session_state["step"] = None
+
+steps = data.steps(fp, run_id)
+if steps:
+    options = [None] + [s for s, _, _ in steps]
+    step = st.selectbox(
+        "Step",
+        options,
+        format_func=lambda s: "whole run" if s is None else f"step {s}",
+        key="runs_step",
+        index=options.index(st.session_state.get("step")) if st.session_state.get("step") in options else 0,
+    )
+    st.session_state["step"] = step
+
+with st.expander("Delete this run"):
+    st.write(f"Removes run **{labels[run_id]}** and every row stored from its files. This cannot be undone.")
+    sure = st.checkbox("I am sure", key="delete_sure")
+    if st.button("Delete run", disabled=not sure, type="primary", key="delete_run"):
+        data.delete_run(run_id)
+        st.session_state["run_id"] = None
+        st.success(f"Deleted run {run_id}.")
+        st.rerun()

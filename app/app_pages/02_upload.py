@@ -1,0 +1,46 @@
+"""Upload: profiler files, folders or archives from the browser, ingested like `diag ingest`."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app import data, widgets
+from diag.uploads import Upload
+
+st.title("Upload")
+cap_mb = data.upload_cap_bytes() // (1 << 20)
+st.write(
+    "Drop a torch_npu `*_ascend_pt` folder, its files (`trace_view.json`, `kernel_details.csv`, …) or an archive "
+    f"(`.zip`, `.tar.gz`) of one or many. Files over {cap_mb:,} MB are refused; archives are checked for "
+    "unsafe members before anything is unpacked."
+)
+files = st.file_uploader("Files or archives", accept_multiple_files=True, key="upload_files")
+folder = st.file_uploader("…or a whole profiler folder", accept_multiple_files="directory", key="upload_dir")
+chosen = list(files or []) + list(folder or [])
+
+if st.button("Ingest", type="primary", disabled=not chosen, key="ingest"):
+    bar = st.progress(0.0, text="ingesting…")
+    total = max(1, sum(f.size for f in chosen))
+    done = {"bytes": 0}
+
+    def advance(outcome) -> None:  # noqa: ANN001
+        done["bytes"] += outcome.size_bytes
+        bar.progress(min(1.0, done["bytes"] / total), text=f"{outcome.status}: {outcome.source}")
+
+    outcomes = data.ingest([Upload(f.name, f, f.size) for f in chosen], on_file_done=advance)
+    bar.progress(1.0, text="done")
+    st.session_state["last_upload"] = outcomes
+
+outcomes = st.session_state.get("last_upload")
+if outcomes:
+    failed = [o for o in outcomes if o["status"] == "failed"]
+    ok = [o for o in outcomes if o["status"] in ("ok", "partial")]
+    runs = sorted({o["run_id"] for o in ok if o["run_id"] is not None})
+    if ok:
+        st.success(f"Stored {len(ok)} file(s) into run(s) {', '.join(map(str, runs))}.")
+    for o in failed:
+        st.error(o["message"] or f"{o['path']}: failed")
+    for o in outcomes:
+        if o["status"] == "partial":
+            st.warning(f"{o['path']}: {o['message']}")
+    st.dataframe(widgets.outcomes_frame(outcomes), hide_index=True, width="stretch")

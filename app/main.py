@@ -1,0 +1,33 @@
+"""diag's web app: `diag app` starts it; pages live in app_pages/ and call app.data only."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import streamlit as st
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # `streamlit run app/main.py` puts app/ on the path, not the repo
+    sys.path.insert(0, str(ROOT))
+
+from app import data  # noqa: E402
+
+st.set_page_config(page_title="diag — Ascend/CUDA inference diagnosis", page_icon=":material/monitor_heart:", layout="wide")
+
+PAGES = [
+    st.Page("app_pages/01_runs.py", title="Runs", icon=":material/table_rows:", default=True),
+    st.Page("app_pages/02_upload.py", title="Upload", icon=":material/upload:"),
+    st.Page("app_pages/03_timeline.py", title="Timeline", icon=":material/timeline:"),
+]
+
+with st.sidebar:
+    st.caption(f"database: `{data.db_path()}`")
+    run_id = st.session_state.get("run_id")
+    if run_id is not None:
+        st.caption(
+            f"selected run: **{run_id}**"
+            + (f", step {st.session_state['step']}" if st.session_state.get("step") is not None else "")
+        )
+
+st.navigation(PAGES).run()

@@ -1,0 +1,109 @@
+"""Every page of the app under Streamlit's AppTest, on a database of the real sample traces."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests.conftest import FIXTURES, REAL_AICPU_TRACE, REAL_LEVEL2, ROOT, cli_json
+
+MAIN = str(ROOT / "app" / "main.py")
+
+
+@pytest.fixture
+def app_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    db = tmp_path / "app.duckdb"
+    code, _ = cli_json("ingest", str(REAL_LEVEL2), str(REAL_AICPU_TRACE), "--db", str(db))
+    assert code == 0
+    monkeypatch.setenv("DIAG_DB", str(db))
+    monkeypatch.setenv("DIAG_UPLOAD_DIR", str(tmp_path / "uploads"))
+    return db
+
+
+def query(db: Path, sql: str, params: list | None = None) -> list[tuple]:
+    """Through the app's own store: DuckDB allows one configuration of a file per process."""
+    from app import data
+
+    return data._store(str(db))[0].cursor().execute(sql, params or []).fetchall()
+
+
+def _app() -> AppTest:
+    at = AppTest.from_file(MAIN, default_timeout=60)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_runs_page_lists_runs_and_ai_cpu(app_db):
+    at = _app()
+    assert at.title[0].value == "Runs"
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["runs"] == "2"
+    assert metrics["AI_CPU tasks (CPU fallback)"] == "2"
+    df = at.dataframe[0].value
+    assert sorted(df["name"]) == ["msinsight_level2_rank0_ascend_pt", "mstt_timeline_advice"]
+    assert int(df.loc[df["name"] == "mstt_timeline_advice", "AI_CPU tasks"].iloc[0]) == 2
+
+
+def test_runs_page_deletes_a_run(app_db):
+    at = _app()
+    run_ids = [r[0] for r in query(app_db, "SELECT run_id FROM runs ORDER BY run_id")]
+    at.selectbox(key="runs_select").select(run_ids[1]).run()
+    at.checkbox(key="delete_sure").check().run()
+    at.button(key="delete_run").click().run()
+    assert not at.exception
+    assert [r[0] for r in query(app_db, "SELECT run_id FROM runs")] == [run_ids[0]]
+    assert query(app_db, "SELECT count(*) FROM device_tasks WHERE run_id = ?", [run_ids[1]]) == [(0,)]
+
+
+def test_timeline_page_shows_ai_cpu_tasks(app_db):
+    at = _app()
+    aicpu_run = query(app_db, "SELECT run_id FROM runs WHERE name = 'mstt_timeline_advice'")[0][0]
+    at.switch_page("app_pages/03_timeline.py").run()
+    at.selectbox(key="tl_run").select(aicpu_run).run()
+    assert not at.exception, at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["AI_CPU tasks in window"] == "2"
+    assert "events in this window, drawn one by one" in at.caption[0].value
+
+
+def test_timeline_page_aggregates_a_dense_window(app_db, monkeypatch):
+    from app import data
+
+    monkeypatch.setattr(data, "TIMELINE_MAX_MARKS", 300)
+    at = _app()
+    at.switch_page("app_pages/03_timeline.py").run()
+    level2 = query(app_db, "SELECT run_id FROM runs WHERE name LIKE 'msinsight%'")[0][0]
+    at.selectbox(key="tl_run").select(level2).run()
+    assert not at.exception, at.exception
+    caption = at.caption[0].value
+    assert caption.startswith("4,811 events in this window: too many to draw"), caption
+    chart = at.get("plotly_chart")[0].proto.spec
+    assert '"type":"heatmap"' in chart.replace(" ", "")
+
+
+def test_upload_page_refuses_bad_file_with_message(app_db):
+    at = _app()
+    at.switch_page("app_pages/02_upload.py").run()
+    bad = FIXTURES / "ascend_kernel_details" / "bad_gbk.csv"
+    at.file_uploader(key="upload_files").upload(bad.name, bad.read_bytes(), "text/csv").run()
+    at.button(key="ingest").click().run()
+    assert not at.exception, at.exception
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and "bad_gbk.csv" in errors[0] and "GB18030" in errors[0]
+
+
+def test_upload_page_ingests_a_file(app_db, tmp_path):
+    at = _app()
+    at.switch_page("app_pages/02_upload.py").run()
+    ok = FIXTURES / "ascend_kernel_details" / "ok_crlf_tab_na.csv"
+    at.file_uploader(key="upload_files").upload(ok.name, ok.read_bytes(), "text/csv").run()
+    at.button(key="ingest").click().run()
+    assert not at.exception, at.exception
+    assert at.success and "Stored 1 file(s)" in at.success[0].value
+    assert query(app_db, "SELECT count(*) FROM kernels WHERE name = 'aclnnCast_CastAiCpu_Cast'") == [(1,)]
+    uploads = list((tmp_path / "uploads").rglob("*.csv"))
+    assert len(uploads) == 1 and os.path.commonpath([uploads[0], tmp_path / "uploads"]) == str(tmp_path / "uploads")

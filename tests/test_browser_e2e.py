@@ -1,0 +1,117 @@
+"""A real browser against `diag app`: pages load, an archive upload lands as a new run. Screenshots kept.
+
+Uses Debian's chromium (no browser download); skipped when it is absent. Screenshots go to
+``$DIAG_SCREENSHOTS`` (default: the test's tmp folder).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REAL_AICPU_TRACE, REAL_LEVEL2, ROOT, cli_json, query
+
+pytestmark = pytest.mark.browser
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_http(url: str, timeout: float = 60) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise AssertionError(f"{url} did not come up")
+
+
+@pytest.fixture
+def served(tmp_path: Path):
+    if CHROMIUM is None:
+        pytest.skip("Debian's chromium is not installed")
+    pytest.importorskip("playwright")
+    db = tmp_path / "e2e.duckdb"
+    code, _ = cli_json("ingest", str(REAL_LEVEL2), "--db", str(db))
+    assert code == 0
+    port = _free_port()
+    env = {**os.environ, "DIAG_UPLOAD_DIR": str(tmp_path / "uploads")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "diag.cli", "app", "--db", str(db), "--port", str(port), "--no-samples"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def stop() -> None:  # the app holds the database's write lock until it exits
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    try:
+        _wait_http(url)
+        yield url, db, stop
+    finally:
+        stop()
+
+
+def test_upload_archive_in_browser_adds_a_run(served, tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    url, db, stop = served
+    shots = Path(os.environ.get("DIAG_SCREENSHOTS", tmp_path / "shots"))
+    shots.mkdir(parents=True, exist_ok=True)
+    archive = tmp_path / "mstt_timeline_advice.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.write(REAL_AICPU_TRACE, "mstt_timeline_advice/trace_view.json")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync", "--no-first-run"],
+        )
+        page = browser.new_page(viewport={"width": 1600, "height": 1000})
+        page.goto(url)
+        page.get_by_role("heading", name="Runs").wait_for(timeout=60_000)
+        page.get_by_text("AI_CPU tasks (CPU fallback)").wait_for(timeout=30_000)
+        page.wait_for_timeout(1000)
+        page.screenshot(path=str(shots / "01_runs.png"), full_page=True)
+
+        page.goto(url + "/upload")
+        page.get_by_role("heading", name="Upload").wait_for(timeout=30_000)
+        page.locator("input[type=file]").first.set_input_files(str(archive))
+        page.get_by_text("0.6MB").first.wait_for(timeout=30_000)
+        page.get_by_role("button", name="Ingest").click()
+        page.get_by_text("Stored 1 file(s)").wait_for(timeout=60_000)
+        page.screenshot(path=str(shots / "02_upload.png"), full_page=True)
+
+        page.goto(url + "/timeline")
+        page.get_by_role("heading", name="Timeline").wait_for(timeout=30_000)
+        page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
+        page.wait_for_timeout(1500)
+        page.screenshot(path=str(shots / "03_timeline.png"), full_page=True)
+        browser.close()
+    stop()
+    names = [r[0] for r in query(db, "SELECT name FROM runs ORDER BY run_id")]
+    assert names == ["msinsight_level2_rank0_ascend_pt", "mstt_timeline_advice"]
+    assert query(db, "SELECT count(*) FROM device_tasks WHERE task_kind = 'AI_CPU'") == [(2,)]
