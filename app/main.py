@@ -13,7 +13,9 @@ if str(ROOT) not in sys.path:  # `streamlit run app/main.py` puts app/ on the pa
 
 from app import data  # noqa: E402
 
-st.set_page_config(page_title="diag — Ascend/CUDA inference diagnosis", page_icon=":material/monitor_heart:", layout="wide")
+st.set_page_config(
+    page_title="diag — Ascend/CUDA inference diagnosis", page_icon=":material/monitor_heart:", layout="wide"
+)
 
 PAGES = [
     st.Page("app_pages/01_runs.py", title="Runs", icon=":material/table_rows:", default=True),

@@ -21,9 +21,17 @@ def clean(expr: str) -> str:
 
 
 def ts_us_to_ns(expr: str, strict: bool = True) -> str:
-    """Absolute µs timestamp (decimal string) → exact int64 ns."""
+    """Absolute µs timestamp (decimal string) → exact int64 ns.
+
+    The exporters' usual form has exactly 3 decimals ('1736405443881410.320'): dropping the dot is the
+    exact answer and ~8× cheaper than a DECIMAL cast, which remains the path for every other form.
+    """
     cast = "CAST" if strict else "TRY_CAST"
-    return f"CAST(round({cast}({clean(expr)} AS DECIMAL(38,9)) * 1000) AS BIGINT)"
+    v = clean(expr)
+    return (
+        f"CASE WHEN {v}[-4] = '.' AND NOT contains({v}, 'e') THEN {cast}(replace({v}, '.', '') AS BIGINT) "
+        f"ELSE CAST(round({cast}({v} AS DECIMAL(38,9)) * 1000) AS BIGINT) END"
+    )
 
 
 def dur_us_to_ns(expr: str, strict: bool = True) -> str:

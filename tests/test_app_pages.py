@@ -106,4 +106,6 @@ def test_upload_page_ingests_a_file(app_db, tmp_path):
     assert at.success and "Stored 1 file(s)" in at.success[0].value
     assert query(app_db, "SELECT count(*) FROM kernels WHERE name = 'aclnnCast_CastAiCpu_Cast'") == [(1,)]
     uploads = list((tmp_path / "uploads").rglob("*.csv"))
-    assert len(uploads) == 1 and os.path.commonpath([uploads[0], tmp_path / "uploads"]) == str(tmp_path / "uploads")
+    assert len(uploads) == 1 and os.path.commonpath([uploads[0], tmp_path / "uploads"]) == str(
+        tmp_path / "uploads"
+    )

@@ -55,7 +55,11 @@ def served(tmp_path: Path):
     env = {**os.environ, "DIAG_UPLOAD_DIR": str(tmp_path / "uploads")}
     proc = subprocess.Popen(
         [sys.executable, "-m", "diag.cli", "app", "--db", str(db), "--port", str(port), "--no-samples"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
 
@@ -87,8 +91,14 @@ def test_upload_archive_in_browser_adds_a_run(served, tmp_path):
     with sync_playwright() as p:
         browser = p.chromium.launch(
             executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync", "--no-first-run"],
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
         )
         page = browser.new_page(viewport={"width": 1600, "height": 1000})
         page.goto(url)
