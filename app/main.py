@@ -23,13 +23,12 @@ PAGES = [
     st.Page("app_pages/03_timeline.py", title="Timeline", icon=":material/timeline:"),
 ]
 
-with st.sidebar:
+page = st.navigation(PAGES)
+page.run()
+
+with st.sidebar:  # after the page ran, so that it shows the page's choice
     st.caption(f"database: `{data.db_path()}`")
     run_id = st.session_state.get("run_id")
     if run_id is not None:
-        st.caption(
-            f"selected run: **{run_id}**"
-            + (f", step {st.session_state['step']}" if st.session_state.get("step") is not None else "")
-        )
-
-st.navigation(PAGES).run()
+        step = st.session_state.get("step")
+        st.caption(f"selected run: **{run_id}**" + (f", step {step}" if step is not None else ""))

@@ -30,7 +30,7 @@ KIND_COLORS = {
 OVERLAP_COLORS = {
     "Computing": "#1f77b4",
     "Communication": "#2ca02c",
-    "Communication(Not Overlapped)": "#d62728",
+    "Communication(Not Overlapped)": "#9467bd",
     "Free": "#d9d9d9",
 }
 AI_CPU_MARKER = dict(symbol="triangle-down", size=11, color="#d62728", line=dict(color="black", width=1))

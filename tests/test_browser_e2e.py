@@ -100,7 +100,7 @@ def test_upload_archive_in_browser_adds_a_run(served, tmp_path):
                 "--no-first-run",
             ],
         )
-        page = browser.new_page(viewport={"width": 1600, "height": 1000})
+        page = browser.new_page(viewport={"width": 1600, "height": 2000})
         page.goto(url)
         page.get_by_role("heading", name="Runs").wait_for(timeout=60_000)
         page.get_by_text("AI_CPU tasks (CPU fallback)").wait_for(timeout=30_000)
@@ -120,6 +120,13 @@ def test_upload_archive_in_browser_adds_a_run(served, tmp_path):
         page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
         page.wait_for_timeout(1500)
         page.screenshot(path=str(shots / "03_timeline.png"), full_page=True)
+
+        page.get_by_role("combobox").first.click()
+        page.get_by_role("option", name="2 · mstt_timeline_advice").click()
+        page.get_by_text("AI_CPU tasks in window").wait_for(timeout=30_000)
+        page.wait_for_timeout(2500)
+        page.screenshot(path=str(shots / "04_timeline_ai_cpu.png"), full_page=True)
+        assert page.get_by_text("2,212 events in this window").count() == 1
         browser.close()
     stop()
     names = [r[0] for r in query(db, "SELECT name FROM runs ORDER BY run_id")]

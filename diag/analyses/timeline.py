@@ -52,10 +52,15 @@ class Timeline:
 
     @property
     def marks(self) -> int:
-        """Marks the figure will draw (bars, or heatmap cells + AI_CPU markers)."""
+        """Marks the figure draws: bars or heatmap cells, plus one ▼ per AI_CPU task (or per bin holding some)."""
         if self.mode == "events":
-            return self.events.num_rows if self.events is not None else 0
-        return self.bins.num_rows if self.bins is not None else 0
+            if self.events is None:
+                return 0
+            kinds = self.events.column("kind").to_pylist()
+            return len(kinds) + sum(1 for k in kinds if k == "AI_CPU")
+        if self.bins is None:
+            return 0
+        return self.bins.num_rows + sum(1 for n in self.bins.column("ai_cpu").to_pylist() if n)
 
 
 def run_span(store: Store, run_id: int) -> tuple[int, int] | None:
