@@ -56,6 +56,9 @@ class Store:
         tmp = self.path.parent / ".diag_tmp"
         q(self.con, f"SET memory_limit='{default_memory_limit()}'")
         q(self.con, "SET preserve_insertion_order=false")
+        # lets another thread read query_progress() while a long statement runs (the CLI's progress bar)
+        q(self.con, "SET enable_progress_bar=true")
+        q(self.con, "SET enable_progress_bar_print=false")
         if not read_only:
             q(self.con, f"SET temp_directory='{tmp.as_posix()}'")
             self.migrate()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 from typing import Annotated, Any
 
 import typer
@@ -10,6 +11,7 @@ from rich.progress import (
     BarColumn,
     DownloadColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeRemainingColumn,
     TransferSpeedColumn,
@@ -20,6 +22,37 @@ from diag.ingest import DEFAULT_MAX_FILE_BYTES, FileOutcome, Ingestor, IngestSum
 from diag.store import Store
 
 _STYLE = {"ok": "green", "partial": "yellow", "failed": "red", "unchanged": "dim", "skipped": "dim"}
+
+
+class _WithinFile:
+    """Moves the bar inside one large file by polling DuckDB's progress of the statement running now."""
+
+    def __init__(self, store: Store, progress: Progress, task: TaskID, size: int, enabled: bool) -> None:
+        self.store, self.progress, self.task, self.size = store, progress, task, size
+        self.enabled = enabled and size > (64 << 20)
+        self.stop = threading.Event()
+        self.base = 0.0
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+
+    def __enter__(self) -> _WithinFile:
+        if self.enabled:
+            self.base = self.progress.tasks[self.task].completed
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self.stop.set()
+            self.thread.join()
+            self.progress.update(self.task, completed=self.base)  # the file's bytes are added when it is done
+
+    def _poll(self) -> None:
+        seen = 0.0
+        while not self.stop.wait(0.25):
+            pct = self.store.con.query_progress()
+            if pct > 0:
+                seen = max(seen, min(pct, 99.0) / 100)
+                self.progress.update(self.task, completed=self.base + seen * self.size)
 
 
 def summary_json(db: str, summary: IngestSummary, store: Store) -> dict[str, Any]:
@@ -105,7 +138,8 @@ def ingest(
                 report(outcome)
             for cand in candidates:
                 progress.update(task, description=cand.path.name)
-                outcome = ingestor.ingest_one(cand)
+                with _WithinFile(store, progress, task, cand.path.stat().st_size, enabled=not quiet):
+                    outcome = ingestor.ingest_one(cand)
                 summary.files.append(outcome)
                 report(outcome)
         payload = summary_json(db, summary, store)
