@@ -1,0 +1,199 @@
+"""Where device time goes, per run and per step: compute (by class), communication, data movement, idle.
+
+Interval arithmetic, never per-µs marks: every task start/end is a boundary, a running count per category
+says what is active between two boundaries, and each such segment goes to one bucket by priority:
+
+    compute (ai_cpu > attention > layout > cube > vector > other) > exposed communication > exposed memcpy > idle
+
+so the buckets partition the device span (E2E) exactly.  The vocabulary follows msprof-analyze's overall
+metrics: Computing = the compute buckets, Communication(Not Overlapped) = exposed communication, Free =
+exposed memcpy + idle (msprof counts copies as Free; we show them apart).  Steps are the host ProfilerStep
+ranges (device work is attributed to the step whose range holds it), else the kernels' Step Id.  A step's
+device span runs from its first to its last compute or communication task, as msprof's Overlap Analysis
+does; copies outside that span count in memcpy_total_ns, not in the buckets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from diag.store import Store
+
+RULES = Path(__file__).resolve().parent.parent / "rules" / "compute_classes.csv"
+COMPUTE_BUCKETS = ("ai_cpu", "attention", "layout", "cube", "vector", "other")
+BUCKETS = (*COMPUTE_BUCKETS, "comm_exposed", "memcpy_exposed", "idle")
+BUCKET_LABELS = {
+    "ai_cpu": "AI CPU (fallback)",
+    "attention": "Attention (flash/paged)",
+    "layout": "Layout / cast (TransData, Cast, copies)",
+    "cube": "Cube / matmul",
+    "vector": "Vector",
+    "other": "Other compute",
+    "comm_exposed": "Communication (not overlapped)",
+    "memcpy_exposed": "Memcpy H2D/D2H/D2D (not overlapped)",
+    "idle": "Idle (nothing on device)",
+}
+NON_COMPUTE_KINDS = ("COMMUNICATION", "COMM_TASK", "MEMCPY", "SYNC")
+# Category codes in the sweep, in bucket priority order; 6 = communication, 7 = memcpy.
+_CAT = {b: i for i, b in enumerate(COMPUTE_BUCKETS)} | {"comm": 6, "memcpy": 7}
+
+
+@dataclass
+class StepBreakdown:
+    step: int | None
+    start_ns: int
+    end_ns: int
+    buckets: dict[str, int]  # bucket -> ns; sums to e2e_ns exactly
+    comm_total_ns: int  # union of communication, overlapped or not
+    memcpy_total_ns: int
+    export: dict[str, int] | None = None  # the exporter's own step_trace_time figures, when present
+
+    @property
+    def e2e_ns(self) -> int:
+        """Device time of the step: the buckets partition it, so this is also their sum."""
+        return sum(self.buckets.values())
+
+    @property
+    def computing_ns(self) -> int:
+        return sum(self.buckets[b] for b in COMPUTE_BUCKETS)
+
+    @property
+    def free_ns(self) -> int:
+        return self.buckets["memcpy_exposed"] + self.buckets["idle"]
+
+    def ours_vs_export(self) -> list[dict]:
+        """Rows of (metric, ours, theirs, diff %) in msprof-analyze's vocabulary."""
+        if not self.export:
+            return []
+        ours = {
+            "Computing": self.computing_ns,
+            "Communication(Not Overlapped)": self.buckets["comm_exposed"],
+            "Communication": self.comm_total_ns,
+            "Free": self.free_ns,
+        }
+        theirs = {
+            "Computing": self.export.get("computing_ns"),
+            "Communication(Not Overlapped)": self.export.get("comm_not_overlapped_ns"),
+            "Communication": self.export.get("communication_ns"),
+            "Free": self.export.get("free_ns"),
+        }
+        rows = []
+        for metric, mine in ours.items():
+            other = theirs[metric]
+            diff = None if not other else 100.0 * (mine - other) / other
+            rows.append({"metric": metric, "ours_ns": mine, "export_ns": other, "diff_pct": diff,
+                         "mismatch": diff is not None and abs(diff) > 1.0})
+        return rows
+
+
+@dataclass
+class Breakdown:
+    run_id: int
+    steps: list[StepBreakdown] = field(default_factory=list)
+    total: StepBreakdown | None = None
+    step_source: str = "none"  # profiler_step | kernel_step | none
+
+
+def _step_ranges_sql() -> str:
+    return """
+        SELECT step, start_ns, end_ns FROM steps WHERE run_id = $run AND step IS NOT NULL
+    """
+
+
+def breakdown(store: Store, run_id: int) -> Breakdown:
+    cur = store.cursor()
+    params = {"run": run_id, "rules": str(RULES)}
+    has_steps = cur.execute("SELECT count(*) FROM steps WHERE run_id = $run", {"run": run_id}).fetchall()[0][0]
+    non_compute = ", ".join(f"'{k}'" for k in NON_COMPUTE_KINDS)
+    # One category per task; steps from the host ranges (or the task's own step id when none).
+    cur.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _tasks AS
+        WITH rules AS (SELECT CAST(priority AS INTEGER) AS priority, pattern, string_split(kinds, '|') AS kinds,
+                              bucket
+                       FROM read_csv($rules, header=true, all_varchar=true, comment='#')),
+             t AS (SELECT start_ns, dur_ns, step, task_kind,
+                          lower(coalesce(op_type, '') || ' ' || coalesce(name, '')) AS key
+                   FROM device_tasks WHERE run_id = $run AND dur_ns > 0),
+             keys AS (SELECT DISTINCT task_kind, key FROM t WHERE task_kind NOT IN ({non_compute})),
+             key_bucket AS (  -- classify each distinct op once, not each task
+               SELECT k.task_kind, k.key,
+                      (SELECT r.bucket FROM rules r
+                       WHERE (list_contains(r.kinds, '*') OR list_contains(r.kinds, k.task_kind))
+                         AND regexp_matches(k.key, r.pattern)
+                       ORDER BY r.priority LIMIT 1) AS bucket
+               FROM keys k),
+             classified AS (
+               SELECT t.start_ns, t.dur_ns, t.step,
+                      CASE WHEN t.task_kind IN ('COMMUNICATION', 'COMM_TASK') THEN 'comm'
+                           WHEN t.task_kind = 'MEMCPY' THEN 'memcpy'
+                           ELSE kb.bucket END AS bucket
+               FROM t LEFT JOIN key_bucket kb USING (task_kind, key))
+        SELECT start_ns AS s, start_ns + dur_ns AS e, step, bucket FROM classified WHERE bucket IS NOT NULL""",
+        params,
+    ).fetchall()
+    codes = " ".join(f"WHEN '{b}' THEN {c}" for b, c in _CAT.items())
+    pivots = ", ".join(f"sum(d) FILTER (WHERE c = {c}) AS d{c}" for c in range(8))
+    running = ", ".join(f"sum(coalesce(d{c}, 0)) OVER w AS a{c}" for c in range(8))
+    bucket_case = (
+        "CASE "
+        + " ".join(f"WHEN a{c} > 0 THEN '{b}'" for b, c in _CAT.items() if b in COMPUTE_BUCKETS)
+        + " WHEN a6 > 0 THEN 'comm_exposed' WHEN a7 > 0 THEN 'memcpy_exposed' ELSE 'idle' END"
+    )
+    if has_steps:
+        step_source = "profiler_step"
+        windows = f"""SELECT r.step, min(t.s) AS lo, max(t.e) AS hi
+                      FROM ({_step_ranges_sql()}) r JOIN _tasks t ON t.s >= r.start_ns AND t.s < r.end_ns
+                      WHERE t.bucket <> 'memcpy'
+                      GROUP BY r.step"""
+    else:
+        any_step = cur.execute("SELECT count(*) FROM _tasks WHERE step IS NOT NULL").fetchall()[0][0]
+        step_source = "kernel_step" if any_step else "none"
+        windows = "SELECT step, min(s) AS lo, max(e) AS hi FROM _tasks WHERE bucket <> 'memcpy' AND $run IS NOT NULL GROUP BY step"
+    rows = cur.execute(
+        f"""WITH win AS ({windows}),
+             ev AS (SELECT s AS ts, CASE bucket {codes} END AS c, 1 AS d FROM _tasks
+                    UNION ALL SELECT e, CASE bucket {codes} END, -1 FROM _tasks
+                    UNION ALL SELECT lo, -1, 0 FROM win UNION ALL SELECT hi, -1, 0 FROM win),
+             per_ts AS (SELECT ts, {pivots} FROM ev GROUP BY ts),
+             seg AS (SELECT ts, lead(ts) OVER (ORDER BY ts) AS nxt, {running}
+                     FROM per_ts WINDOW w AS (ORDER BY ts ROWS UNBOUNDED PRECEDING)),
+             labelled AS (SELECT w.step, seg.ts, seg.nxt, {bucket_case} AS bucket, a6 > 0 AS comm, a7 > 0 AS memcpy
+                          FROM seg JOIN win w ON seg.ts >= w.lo AND seg.ts < w.hi WHERE seg.nxt IS NOT NULL)
+        SELECT step, bucket, CAST(sum(nxt - ts) AS BIGINT), CAST(sum(nxt - ts) FILTER (WHERE comm) AS BIGINT),
+               CAST(sum(nxt - ts) FILTER (WHERE memcpy) AS BIGINT)
+        FROM labelled GROUP BY step, bucket""",
+        {"run": run_id},
+    ).fetchall()
+    wins = {
+        r[0]: (int(r[1]), int(r[2])) for r in cur.execute(windows, {"run": run_id}).fetchall() if r[1] is not None
+    }
+    exports = {
+        r[0]: dict(zip(("computing_ns", "comm_not_overlapped_ns", "communication_ns", "free_ns"), r[1:], strict=True))
+        for r in cur.execute(
+            "SELECT step, computing_ns, comm_not_overlapped_ns, communication_ns, free_ns FROM step_trace "
+            "WHERE run_id = $run",
+            {"run": run_id},
+        ).fetchall()
+    }
+    cur.execute("DROP TABLE IF EXISTS _tasks").fetchall()
+    by_step: dict[int | None, StepBreakdown] = {}
+    for step, (lo, hi) in wins.items():
+        by_step[step] = StepBreakdown(step, lo, hi, dict.fromkeys(BUCKETS, 0), 0, 0, exports.get(step))
+    for step, bucket, ns, comm_ns, memcpy_ns in rows:
+        sb = by_step[step]
+        sb.buckets[bucket] += int(ns or 0)
+        sb.comm_total_ns += int(comm_ns or 0)
+        sb.memcpy_total_ns += int(memcpy_ns or 0)
+    steps = sorted(by_step.values(), key=lambda s: (s.step is None, s.step))
+    result = Breakdown(run_id=run_id, steps=steps, step_source=step_source)
+    if steps:
+        total = StepBreakdown(
+            None, min(s.start_ns for s in steps), max(s.end_ns for s in steps), dict.fromkeys(BUCKETS, 0),
+            sum(s.comm_total_ns for s in steps), sum(s.memcpy_total_ns for s in steps),
+        )
+        for s in steps:
+            for b, v in s.buckets.items():
+                total.buckets[b] += v
+        result.total = total
+    return result
