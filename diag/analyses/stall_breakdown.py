@@ -82,8 +82,15 @@ class StepBreakdown:
         for metric, mine in ours.items():
             other = theirs[metric]
             diff = None if not other else 100.0 * (mine - other) / other
-            rows.append({"metric": metric, "ours_ns": mine, "export_ns": other, "diff_pct": diff,
-                         "mismatch": diff is not None and abs(diff) > 1.0})
+            rows.append(
+                {
+                    "metric": metric,
+                    "ours_ns": mine,
+                    "export_ns": other,
+                    "diff_pct": diff,
+                    "mismatch": diff is not None and abs(diff) > 1.0,
+                }
+            )
         return rows
 
 
@@ -104,7 +111,9 @@ def _step_ranges_sql() -> str:
 def breakdown(store: Store, run_id: int) -> Breakdown:
     cur = store.cursor()
     params = {"run": run_id, "rules": str(RULES)}
-    has_steps = cur.execute("SELECT count(*) FROM steps WHERE run_id = $run", {"run": run_id}).fetchall()[0][0]
+    has_steps = cur.execute("SELECT count(*) FROM steps WHERE run_id = $run", {"run": run_id}).fetchall()[0][
+        0
+    ]
     non_compute = ", ".join(f"'{k}'" for k in NON_COMPUTE_KINDS)
     # One category per task; steps from the host ranges (or the task's own step id when none).
     cur.execute(
@@ -166,10 +175,14 @@ def breakdown(store: Store, run_id: int) -> Breakdown:
         {"run": run_id},
     ).fetchall()
     wins = {
-        r[0]: (int(r[1]), int(r[2])) for r in cur.execute(windows, {"run": run_id}).fetchall() if r[1] is not None
+        r[0]: (int(r[1]), int(r[2]))
+        for r in cur.execute(windows, {"run": run_id}).fetchall()
+        if r[1] is not None
     }
     exports = {
-        r[0]: dict(zip(("computing_ns", "comm_not_overlapped_ns", "communication_ns", "free_ns"), r[1:], strict=True))
+        r[0]: dict(
+            zip(("computing_ns", "comm_not_overlapped_ns", "communication_ns", "free_ns"), r[1:], strict=True)
+        )
         for r in cur.execute(
             "SELECT step, computing_ns, comm_not_overlapped_ns, communication_ns, free_ns FROM step_trace "
             "WHERE run_id = $run",
@@ -189,8 +202,12 @@ def breakdown(store: Store, run_id: int) -> Breakdown:
     result = Breakdown(run_id=run_id, steps=steps, step_source=step_source)
     if steps:
         total = StepBreakdown(
-            None, min(s.start_ns for s in steps), max(s.end_ns for s in steps), dict.fromkeys(BUCKETS, 0),
-            sum(s.comm_total_ns for s in steps), sum(s.memcpy_total_ns for s in steps),
+            None,
+            min(s.start_ns for s in steps),
+            max(s.end_ns for s in steps),
+            dict.fromkeys(BUCKETS, 0),
+            sum(s.comm_total_ns for s in steps),
+            sum(s.memcpy_total_ns for s in steps),
         )
         for s in steps:
             for b, v in s.buckets.items():

@@ -1,0 +1,326 @@
+"""Ranked device findings for a run: what costs the most step time, with evidence and a suggestion.
+
+Each finding carries its impact as a share of the run's device time (the breakdown's E2E) and a severity
+from that impact (thresholds in rules/thresholds.toml, msprof-analyze's 5% / 3% by default).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from diag.analyses.cpu_fallback import FallbackOp, device_fallbacks, host_fallbacks
+from diag.analyses.stall_breakdown import Breakdown, breakdown
+from diag.store import Store
+
+THRESHOLDS = Path(__file__).resolve().parent.parent / "rules" / "thresholds.toml"
+
+
+def thresholds() -> dict[str, Any]:
+    with open(THRESHOLDS, "rb") as fh:
+        return tomllib.load(fh)
+
+
+@dataclass
+class Finding:
+    run_id: int
+    category: str  # cpu_fallback | communication | data_movement | idle | recompile | top_ops | host_fallback
+    severity: str  # high | medium | low | info
+    title: str
+    impact_pct: float
+    impact_ns: int
+    evidence: dict[str, Any] = field(default_factory=dict)  # op names, counts, time ranges (ns)
+    suggestion: str = ""
+    start_ns: int | None = None  # where to look on the timeline
+    end_ns: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _severity(pct: float, t: dict[str, Any]) -> str:
+    if pct >= t["severity"]["high_pct"]:
+        return "high"
+    if pct >= t["severity"]["medium_pct"]:
+        return "medium"
+    return "low"
+
+
+def _pct(ns: int, e2e: int) -> float:
+    return 100.0 * ns / e2e if e2e else 0.0
+
+
+def device_findings(store: Store, run_id: int, bd: Breakdown | None = None) -> list[Finding]:
+    t = thresholds()
+    bd = bd or breakdown(store, run_id)
+    total = bd.total
+    e2e = total.e2e_ns if total else 0
+    out: list[Finding] = []
+    if total is None or e2e == 0:
+        return out
+    out += _fallback_findings(run_id, device_fallbacks(store, run_id, e2e), e2e, t)
+    out += _host_fallback_findings(run_id, host_fallbacks(store, run_id, e2e), e2e)
+    b = total.buckets
+    if b["comm_exposed"]:
+        pct = _pct(b["comm_exposed"], e2e)
+        out.append(
+            Finding(
+                run_id,
+                "communication",
+                _severity(pct, t),
+                f"Communication not overlapped by compute: {pct:.1f}% of device time",
+                pct,
+                b["comm_exposed"],
+                {
+                    "comm_total_ns": total.comm_total_ns,
+                    "comm_exposed_ns": b["comm_exposed"],
+                    **_comm_wait_transit(store, run_id),
+                },
+                "Overlap collectives with compute (async all-reduce, comm/compute streams), check for a slow rank "
+                "(wait time ≫ transit time means this rank waits for others), and fuse small collectives.",
+                total.start_ns,
+                total.end_ns,
+            )
+        )
+    movement = b["memcpy_exposed"] + b["layout"]
+    if movement:
+        pct = _pct(movement, e2e)
+        out.append(
+            Finding(
+                run_id,
+                "data_movement",
+                _severity(pct, t),
+                f"Data movement: {pct:.1f}% of device time (copies {b['memcpy_exposed'] / 1e6:.3f} ms, "
+                f"layout/cast ops {b['layout'] / 1e6:.3f} ms)",
+                pct,
+                movement,
+                {
+                    "memcpy_exposed_ns": b["memcpy_exposed"],
+                    "memcpy_total_ns": total.memcpy_total_ns,
+                    "layout_cast_ns": b["layout"],
+                    **_top_names(store, run_id, layout=True),
+                },
+                "TransData/Cast come from format or dtype mismatches between ops: keep tensors in one format "
+                "(torch_npu.npu.config.allow_internal_format=False), one dtype, and avoid host↔device copies inside "
+                "the step (.item(), .cpu(), printing tensors).",
+                total.start_ns,
+                total.end_ns,
+            )
+        )
+    out += _idle_findings(store, run_id, b["idle"], e2e, t, bd)
+    out += _recompile_findings(store, run_id, t)
+    out.sort(key=lambda f: (-f.impact_pct, f.category))
+    top = _top_ops(store, run_id, e2e, t["top_ops"]["count"])
+    if top:
+        out.append(top)
+    return out
+
+
+def _fallback_findings(run_id: int, ops: list[FallbackOp], e2e: int, t: dict[str, Any]) -> list[Finding]:
+    if not ops or max(o.max_ns for o in ops) < t["ai_cpu"]["min_task_us"] * 1000:
+        return []
+    total = sum(o.total_ns for o in ops)
+    pct = _pct(total, e2e)
+    names = ", ".join(f"{o.op_type}×{o.count}" for o in ops[:5])
+    return [
+        Finding(
+            run_id,
+            "cpu_fallback",
+            _severity(pct, t),
+            f"{sum(o.count for o in ops)} AI_CPU (CPU-fallback) tasks: {names} — {pct:.2f}% of device time",
+            pct,
+            total,
+            {
+                "ops": [
+                    {
+                        "op_type": o.op_type,
+                        "count": o.count,
+                        "total_ns": o.total_ns,
+                        "names": o.names,
+                        "input_dtypes": o.input_dtypes,
+                        "input_shapes": o.input_shapes,
+                        "host_ops": o.host_ops,
+                    }
+                    for o in ops
+                ]
+            },
+            ops[0].hint,
+            min(o.first_start_ns for o in ops),
+            max(o.last_end_ns for o in ops),
+        )
+    ]
+
+
+def _host_fallback_findings(run_id: int, ops: list[FallbackOp], e2e: int) -> list[Finding]:
+    if not ops:
+        return []
+    total = sum(o.total_ns for o in ops)
+    return [
+        Finding(
+            run_id,
+            "host_fallback",
+            "low",
+            f"Possible host CPU fallbacks (inferred): {', '.join(o.op_type for o in ops[:5])}",
+            _pct(total, e2e),
+            total,
+            {"ops": [{"op": o.op_type, "count": o.count, "host_self_ns": o.total_ns} for o in ops]},
+            ops[0].hint,
+        )
+    ]
+
+
+def _comm_wait_transit(store: Store, run_id: int) -> dict[str, int]:
+    row = (
+        store.cursor()
+        .execute(
+            "SELECT sum(wait_ns), sum(transit_ns), sum(sync_ns) FROM comm_ops WHERE run_id = ?", [run_id]
+        )
+        .fetchall()[0]
+    )
+    if row[0] is None:
+        return {}
+    return {"wait_ns": int(row[0]), "transit_ns": int(row[1] or 0), "sync_ns": int(row[2] or 0)}
+
+
+def _top_names(store: Store, run_id: int, layout: bool) -> dict[str, Any]:
+    rows = (
+        store.cursor()
+        .execute(
+            """SELECT name, count(*), sum(dur_ns) FROM device_tasks WHERE run_id = ?
+           AND (task_kind = 'MEMCPY' OR regexp_matches(lower(coalesce(op_type, '') || ' ' || name),
+                'transdata|(^|[^a-z])cast|transpose|tensormove|inplacecopy'))
+           GROUP BY name ORDER BY 3 DESC LIMIT 5""",
+            [run_id],
+        )
+        .fetchall()
+    )
+    return {"top": [{"name": n, "count": c, "total_ns": int(s)} for n, c, s in rows]}
+
+
+def _idle_findings(
+    store: Store, run_id: int, idle_ns: int, e2e: int, t: dict[str, Any], bd: Breakdown
+) -> list[Finding]:
+    if not idle_ns:
+        return []
+    pct = _pct(idle_ns, e2e)
+    gap_ns = int(t["idle"]["gap_us"] * 1000)
+    cur = store.cursor()
+    lo, hi = bd.total.start_ns, bd.total.end_ns  # type: ignore[union-attr]
+    gaps = cur.execute(
+        """WITH busy AS (SELECT start_ns AS s, start_ns + dur_ns AS e FROM device_tasks
+                         WHERE run_id = $run AND task_kind NOT IN ('SYNC') AND dur_ns > 0
+                           AND start_ns + dur_ns > $lo AND start_ns < $hi),
+                ends AS (SELECT s, e, max(e) OVER (ORDER BY s ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+                         FROM busy)
+           SELECT prev_end AS gap_start, s AS gap_end, s - prev_end AS gap FROM ends
+           WHERE s - prev_end >= $gap ORDER BY gap DESC LIMIT $n""",
+        {"run": run_id, "lo": lo, "hi": hi, "gap": gap_ns, "n": t["idle"]["max_gaps"]},
+    ).fetchall()
+    evidence_gaps = []
+    for g0, g1, g in gaps:
+        host = cur.execute(
+            """SELECT name, sum(least(start_ns + dur_ns, $b) - greatest(start_ns, $a)) AS ns FROM host_ops
+               WHERE run_id = $run AND start_ns < $b AND start_ns + dur_ns > $a AND name NOT LIKE 'ProfilerStep#%'
+               GROUP BY name ORDER BY ns DESC LIMIT 3""",
+            {"run": run_id, "a": g0, "b": g1},
+        ).fetchall()
+        evidence_gaps.append(
+            {
+                "start_ns": int(g0),
+                "end_ns": int(g1),
+                "gap_ns": int(g),
+                "host_busy_with": [{"name": n, "ns": int(ns)} for n, ns in host],
+            }
+        )
+    first = evidence_gaps[0] if evidence_gaps else None
+    return [
+        Finding(
+            run_id,
+            "idle",
+            _severity(pct, t),
+            f"Device idle {pct:.1f}% of the time ({len(gaps)} gaps ≥ {t['idle']['gap_us']} µs)",
+            pct,
+            idle_ns,
+            {"gaps": evidence_gaps},
+            "Idle gaps with the host busy mean the run is host-bound (op dispatch, Python, data loading, "
+            "synchronisation): use graph mode / torchair, larger batches, pinned async copies, and avoid "
+            ".item()/.cpu() in the step.",
+            first["start_ns"] if first else None,
+            first["end_ns"] if first else None,
+        )
+    ]
+
+
+def _recompile_findings(store: Store, run_id: int, t: dict[str, Any]) -> list[Finding]:
+    cur = store.cursor()
+    calls, compile_ns = cur.execute(
+        "SELECT count(*), coalesce(sum(dur_ns), 0) FROM host_ops WHERE run_id = ? AND name LIKE '%aclopCompileAndExecute%'",
+        [run_id],
+    ).fetchall()[0]
+    dyn, static = cur.execute(
+        "SELECT count(*) FILTER (WHERE lower(op_state) = 'dynamic'), count(*) FILTER (WHERE lower(op_state) = 'static') "
+        "FROM kernels WHERE run_id = ?",
+        [run_id],
+    ).fetchall()[0]
+    out = []
+    if calls >= t["recompile"]["compile_calls"]:
+        out.append(
+            Finding(
+                run_id,
+                "recompile",
+                "medium",
+                f"{calls} operator compilations during the capture (aclopCompileAndExecute)",
+                0.0,
+                int(compile_ns),
+                {"compile_calls": int(calls), "compile_host_ns": int(compile_ns)},
+                "Dynamic shapes recompile operators: pad inputs to a few fixed shapes (bucketing), or set "
+                "torch_npu.npu.set_compile_mode(jit_compile=False).",
+            )
+        )
+    if dyn and not static:
+        out.append(
+            Finding(
+                run_id,
+                "recompile",
+                "low",
+                f"All {dyn} operators ran in dynamic-shape state (OP State = dynamic)",
+                0.0,
+                0,
+                {"dynamic_ops": int(dyn)},
+                "Found all operators are dynamic shape (msprof-analyze rule): consider "
+                "torch_npu.npu.set_compile_mode(jit_compile=False) and allow_internal_format=False.",
+            )
+        )
+    return out
+
+
+def _top_ops(store: Store, run_id: int, e2e: int, n: int) -> Finding | None:
+    rows = (
+        store.cursor()
+        .execute(
+            """SELECT coalesce(op_type, CASE WHEN name LIKE 'aclnn%' THEN split_part(name, '_', -1) ELSE name END) AS op,
+                  task_kind, count(*), sum(dur_ns)
+           FROM device_tasks WHERE run_id = ? AND task_kind NOT IN ('SYNC', 'COMM_TASK', 'COMMUNICATION')
+           GROUP BY ALL ORDER BY 4 DESC LIMIT ?""",
+            [run_id, n],
+        )
+        .fetchall()
+    )
+    if not rows:
+        return None
+    top = [
+        {"op": op, "kind": k, "count": c, "total_ns": int(s), "pct": round(_pct(int(s), e2e), 2)}
+        for op, k, c, s in rows
+    ]
+    return Finding(
+        run_id,
+        "top_ops",
+        "info",
+        f"Top compute ops by device time: {', '.join(r['op'] for r in top[:3])}",
+        top[0]["pct"],
+        top[0]["total_ns"],
+        {"ops": top},
+        "Start optimisation with the ops at the top: they bound what any fix can save.",
+    )
