@@ -13,6 +13,8 @@ from pathlib import Path
 
 import streamlit as st
 
+from diag.analyses import cpu_fallback, stall_breakdown
+from diag.analyses import findings as findings_analysis
 from diag.analyses import timeline as tl_analysis
 from diag.analyses.runs import list_runs
 from diag.ingest import FileOutcome
@@ -56,6 +58,37 @@ def steps(fp: str, run_id: int) -> list[tuple[int, int, int]]:
 @st.cache_data(show_spinner=False, max_entries=32)
 def timeline(fp: str, run_id: int, start_ns: int | None, end_ns: int | None, max_marks: int):
     return tl_analysis.build_timeline(store(), run_id, start_ns, end_ns, max_marks)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def breakdown(fp: str, run_id: int) -> stall_breakdown.Breakdown:
+    return stall_breakdown.breakdown(store(), run_id)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def fallbacks(fp: str, run_id: int) -> list[cpu_fallback.FallbackOp]:
+    bd = breakdown(fp, run_id)
+    e2e = bd.total.e2e_ns if bd.total else None
+    return cpu_fallback.device_fallbacks(store(), run_id, e2e) + cpu_fallback.host_fallbacks(
+        store(), run_id, e2e
+    )
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def findings(fp: str, run_id: int) -> list[findings_analysis.Finding]:
+    return findings_analysis.device_findings(store(), run_id, breakdown(fp, run_id))
+
+
+def open_in_timeline(run_id: int, start_ns: int | None, end_ns: int | None) -> None:
+    """Select a run and a time window for the Timeline page (pages call st.switch_page after this)."""
+    st.session_state["run_id"] = run_id
+    st.session_state["step"] = None
+    st.session_state["tl_run"] = run_id  # the Timeline page's own widgets start from this choice
+    st.session_state["tl_step"] = None
+    if start_ns is not None and end_ns is not None:
+        pad = max((end_ns - start_ns) // 20, 1000)
+        st.session_state["tl_window"] = (start_ns - pad, end_ns + pad)
+    st.session_state["tl_zoom"] = st.session_state.get("tl_zoom", 0) + 1
 
 
 def upload_cap_bytes() -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
+from diag.analyses.stall_breakdown import BUCKET_LABELS, BUCKETS, Breakdown
 from diag.analyses.timeline import Timeline
 
 KIND_COLORS = {
@@ -172,3 +173,76 @@ def outcomes_frame(outcomes: list[dict]) -> pd.DataFrame:
         return df
     df["rows"] = df["rows"].map(lambda r: sum(r.values()) if isinstance(r, dict) else 0)
     return df[["status", "path", "parser", "run_id", "rows", "message"]]
+
+
+BUCKET_COLORS = {
+    "ai_cpu": "#d62728",
+    "attention": "#756bb1",
+    "layout": "#fdae6b",
+    "cube": "#1f77b4",
+    "vector": "#6baed6",
+    "other": "#9ecae1",
+    "comm_exposed": "#2ca02c",
+    "memcpy_exposed": "#ff7f0e",
+    "idle": "#d9d9d9",
+}
+
+
+def breakdown_figure(bd: Breakdown) -> go.Figure:
+    """Stacked bars: one per step, device time in ms by bucket (the buckets sum to the step's E2E)."""
+    steps = bd.steps
+    labels = ["run" if s.step is None else f"step {s.step}" for s in steps]
+    fig = go.Figure()
+    for b in BUCKETS:
+        values = [s.buckets[b] / 1e6 for s in steps]
+        shares = [100 * s.buckets[b] / max(s.e2e_ns, 1) for s in steps]
+        fig.add_trace(
+            go.Bar(
+                name=BUCKET_LABELS[b],
+                x=labels,
+                y=values,
+                marker_color=BUCKET_COLORS[b],
+                customdata=shares,
+                hovertemplate="%{x}<br>"
+                + BUCKET_LABELS[b]
+                + ": %{y:.3f} ms (%{customdata:.1f}%)<extra></extra>",
+            )
+        )
+    fig.update_layout(
+        barmode="stack",
+        height=420,
+        margin=dict(l=10, r=10, t=30, b=40),
+        yaxis_title="device time (ms)",
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
+        xaxis_type="category",
+    )
+    return fig
+
+
+def breakdown_frame(bd: Breakdown) -> pd.DataFrame:
+    rows = []
+    for s in bd.steps:
+        row = {"step": "-" if s.step is None else s.step, "E2E (ms)": round(s.e2e_ns / 1e6, 3)}
+        for b in BUCKETS:
+            row[f"{BUCKET_LABELS[b]} (ms)"] = round(s.buckets[b] / 1e6, 3)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def export_comparison_frame(bd: Breakdown) -> pd.DataFrame:
+    rows = []
+    for s in bd.steps:
+        for r in s.ours_vs_export():
+            rows.append(
+                {
+                    "step": s.step,
+                    "metric": r["metric"],
+                    "diag (ms)": round(r["ours_ns"] / 1e6, 3),
+                    "profiler export (ms)": None
+                    if r["export_ns"] is None
+                    else round(r["export_ns"] / 1e6, 3),
+                    "difference %": None if r["diff_pct"] is None else round(r["diff_pct"], 3),
+                    "agrees (≤1%)": "no" if r["mismatch"] else "yes",
+                }
+            )
+    return pd.DataFrame(rows)

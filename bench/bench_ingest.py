@@ -57,6 +57,7 @@ kind, path = sys.argv[1], sys.argv[2]
 con = duckdb.connect()
 con.execute(f"SET memory_limit='{default_memory_limit()}'").fetchall()
 con.execute("SET preserve_insertion_order=false").fetchall()
+con.execute("SET enable_progress_bar=false").fetchall()
 if kind == "json":
     sql = f"SELECT count(*), max(ts), sum(TRY_CAST(dur AS DOUBLE)) FROM {read_json_sql(path)}"
     row = con.execute(sql).fetchall()[0]

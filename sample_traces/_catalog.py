@@ -466,9 +466,7 @@ def catalog(batch: int, world: int) -> dict[str, KernelSpec | CommSpec | MemcpyS
             2 * b * h,
             13.0,
             f"{b},{h}",
-            _stack(
-                f"{_SITE}vllm/distributed/communication_op.py(14): tensor_model_parallel_all_reduce"
-            ),
+            _stack(f"{_SITE}vllm/distributed/communication_op.py(14): tensor_model_parallel_all_reduce"),
         ),
         CommSpec(
             "allgather",

@@ -45,7 +45,11 @@ def emit_collective(
     assert o is not None
     cann, hccl, hw, q = rank.cann_pid, rank.hccl_pid, rank.hw_pid, rank.qtid
     peer = (rank.rank + 1) % rank.world
-    o.append(ev.cann_x(f"AscendCL@{sp.op_type}", cann, q, acl_s, acl_e - acl_s, "ACL_RTS", "acl", sp.op_type, "0", conn))
+    o.append(
+        ev.cann_x(
+            f"AscendCL@{sp.op_type}", cann, q, acl_s, acl_e - acl_s, "ACL_RTS", "acl", sp.op_type, "0", conn
+        )
+    )
     o.append(ev.h2d_start(conn, cann, q, acl_s))
     group_args = (
         f'{{"connection_id": {conn}, "model id": 4294967295, "data_type": "BFP16", "alg_type": "MESH-RING", '
@@ -68,9 +72,18 @@ def emit_collective(
         dur = e - s
         bw = round(nbytes / dur, 6) if nbytes else 0.0  # bytes/ns = GB/s
         args = _PLANE_ARGS.format(
-            nid=nid, est=est, task=task_id, ctx=ctx, kind=kind, src=rank.rank, dst=peer, size=nbytes, dtype=dtype,
-            link=link, bw=bw,
-        )  # fmt: skip
+            nid=nid,
+            est=est,
+            task=task_id,
+            ctx=ctx,
+            kind=kind,
+            src=rank.rank,
+            dst=peer,
+            size=nbytes,
+            dtype=dtype,
+            link=link,
+            bw=bw,
+        )
         text = rank._hw_dur(dur)
         o.append(ev.plain_x(kind, hccl, PLANE_TID, s, text, args))
         o.append(ev.hw_x(hw_name, hw, 4, s, text, hw_name, task_id, ctx, conn))

@@ -49,8 +49,18 @@ def py_x(name: str, pid: int, tid: int, start: int, dur: int, cat: str, args: st
     )
 
 
-def cann_x(name: str, pid: int, tid: int, start: int, dur: int, mode: str, level: str, api_id: str,
-           item_id: str, conn: int) -> str:  # fmt: skip
+def cann_x(
+    name: str,
+    pid: int,
+    tid: int,
+    start: int,
+    dur: int,
+    mode: str,
+    level: str,
+    api_id: str,
+    item_id: str,
+    conn: int,
+) -> str:
     return (
         f'{{"name": "{name}", "pid": {pid}, "tid": {tid}, "ts": "{ts(start)}", "dur": {dur / 1000!r}, '
         f'"args": {{"Thread Id": {tid}, "Mode": "{mode}", "level": "{level}", "id": "{api_id}", '
@@ -58,8 +68,18 @@ def cann_x(name: str, pid: int, tid: int, start: int, dur: int, mode: str, level
     )
 
 
-def hw_x(name: str, pid: int, stream: int, start: int, dur_text: str, task_type: str, task_id: int,
-         subtask: int, conn: int, extra: str = "") -> str:  # fmt: skip
+def hw_x(
+    name: str,
+    pid: int,
+    stream: int,
+    start: int,
+    dur_text: str,
+    task_type: str,
+    task_id: int,
+    subtask: int,
+    conn: int,
+    extra: str = "",
+) -> str:
     return (
         f'{{"name": "{name}", "pid": {pid}, "tid": {stream}, "ts": "{ts(start)}", "dur": {dur_text}, '
         f'"args": {{"Model Id": {MODEL_ID}, "Task Type": "{task_type}", "Physic Stream Id": {stream}, '

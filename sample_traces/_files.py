@@ -61,7 +61,8 @@ class RankFiles:
         self._trace = self._open("trace_view.json") if "trace_view" in files else None
         self._kernels = self._open("kernel_details.csv") if "kernel_details" in files else None
         self._step_trace = self._open("step_trace_time.csv") if "step_trace_time" in files else None
-        self._spill: IO[str] = tempfile.TemporaryFile("w+", encoding="utf-8")
+        # per-step ground truth waits here until the run ends (kept out of memory); closed by copy_steps
+        self._spill: IO[str] = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115
         self._n_spilled = 0
         if self._trace is not None:
             meta = self._meta()
@@ -85,12 +86,31 @@ class RankFiles:
         main, queue = rk.pid, rk.qtid
         return [
             *ev.python_meta(rk.pid, [main, queue]),
-            *ev.device_meta(rk.cann_pid, "CANN", "CPU", SORT_CANN, [(main, f"Thread {main}"), (queue, f"Thread {queue}")]),
             *ev.device_meta(
-                rk.hw_pid, "Ascend Hardware", "NPU", SORT_HW, [(s, f"Stream {s}") for s in (S_CTRL, S_COMPUTE, S_AICPU, S_COMM)]
+                rk.cann_pid, "CANN", "CPU", SORT_CANN, [(main, f"Thread {main}"), (queue, f"Thread {queue}")]
             ),
-            *ev.device_meta(rk.hccl_pid, "HCCL", "NPU", SORT_HCCL, [(0, f"Group {TP_GROUP} Communication"), (1, "Plane 0")]),
-            *ev.device_meta(rk.overlap_pid, "Overlap Analysis", "NPU", SORT_OVERLAP, list(enumerate(OVERLAP_THREADS)), False),
+            *ev.device_meta(
+                rk.hw_pid,
+                "Ascend Hardware",
+                "NPU",
+                SORT_HW,
+                [(s, f"Stream {s}") for s in (S_CTRL, S_COMPUTE, S_AICPU, S_COMM)],
+            ),
+            *ev.device_meta(
+                rk.hccl_pid,
+                "HCCL",
+                "NPU",
+                SORT_HCCL,
+                [(0, f"Group {TP_GROUP} Communication"), (1, "Plane 0")],
+            ),
+            *ev.device_meta(
+                rk.overlap_pid,
+                "Overlap Analysis",
+                "NPU",
+                SORT_OVERLAP,
+                list(enumerate(OVERLAP_THREADS)),
+                False,
+            ),
         ]
 
     def pending_trace_bytes(self) -> int:
@@ -140,7 +160,9 @@ class RankFiles:
         lines = [OP_STAT_HEADER]
         for (op_type, core), (count, tot, lo, hi) in stats:
             avg = repr(round(tot / count / 1000, 3))
-            lines.append(f"{op_type},{core},{count},{f3(tot)},{f3(lo)},{avg},{f3(hi)},{round(tot / total * 100, 3)!r}")
+            lines.append(
+                f"{op_type},{core},{count},{f3(tot)},{f3(lo)},{avg},{f3(hi)},{round(tot / total * 100, 3)!r}"
+            )
         (self.output / "op_statistic.csv").write_text("\n".join(lines) + "\n", encoding="utf-8", newline="")
 
     def _write_profiler_info(self, end_ns: int, steps: int) -> None:
@@ -170,7 +192,12 @@ class RankFiles:
                     "_gc_detect_threshold": None,
                 },
             },
-            "start_info": {"syscnt_enable": True, "freq": 100, "start_cnt": start_cnt, "start_monotonic": monotonic},
+            "start_info": {
+                "syscnt_enable": True,
+                "freq": 100,
+                "start_cnt": start_cnt,
+                "start_monotonic": monotonic,
+            },
             "end_info": {"collectionTimeEnd": end_ns, "MonotonicTimeEnd": monotonic + end_ns - self.start_ns},
             "torch_npu_version": TORCH_NPU_VERSION,
             "cann_version": CANN_VERSION,
@@ -190,7 +217,11 @@ class RankFiles:
                 "world_size": self.world,
             },
             "parallel_group_info": {
-                "group_name_0": {"group_name": "default_group", "group_rank": self.rank.rank, "global_ranks": ranks},
+                "group_name_0": {
+                    "group_name": "default_group",
+                    "group_rank": self.rank.rank,
+                    "global_ranks": ranks,
+                },
                 TP_GROUP: {"group_name": "tp", "group_rank": self.rank.rank, "global_ranks": ranks},
             },
         }
@@ -229,13 +260,17 @@ class RankFiles:
                 "flows": flows,
                 "flow_pairs": pairs,
                 "device_tasks": n["X_hw"] + n["X_hccl"],
-                "ascend_hardware_by_task_type": {k[3:]: v for k, v in sorted(n.items()) if k.startswith("hw:")},
+                "ascend_hardware_by_task_type": {
+                    k[3:]: v for k, v in sorted(n.items()) if k.startswith("hw:")
+                },
             },
             "kernel_details": {
                 "written": self._kernels is not None,
                 "rows": kd["rows"],
                 "dur_ns_sum": kd["dur_ns"],
-                "rows_by_accelerator_core": {k[5:]: v for k, v in sorted(kd.items()) if k.startswith("core:")},
+                "rows_by_accelerator_core": {
+                    k[5:]: v for k, v in sorted(kd.items()) if k.startswith("core:")
+                },
                 "ai_cpu_rows": kd["core:AI_CPU"],
                 "communication_rows": kd["core:HCCL"],
             },
@@ -271,4 +306,3 @@ class RankFiles:
         for i, line in enumerate(self._spill):
             fh.write(("," if i else "") + indent + line.rstrip("\n"))
         self._spill.close()
-

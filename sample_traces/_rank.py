@@ -36,7 +36,8 @@ class StepLog:
     compute: list[tuple[int, int, str]] = field(default_factory=list)
     comm: list[tuple[int, int]] = field(default_factory=list)
     other: list[tuple[int, int, str]] = field(default_factory=list)  # memcpy / sync tasks
-    rows: list[tuple[int, int, str, str]] = field(default_factory=list)  # kernel_details: start, dur, head, tail
+    # kernel_details rows: start, dur, text before Wait Time, text after it
+    rows: list[tuple[int, int, str, str]] = field(default_factory=list)
     first_task: int | None = None
     n_rows: int = 0
     last_end: int = 0
@@ -77,6 +78,8 @@ class Rank:
         self.op_stats: dict[tuple[str, str], list[int]] = {}
         self.prev_row_end: int | None = None
         self.step = StepLog(0, 0)
+        self._launches = [self._draw_host() for _ in range(4096)]
+        self._spread = [r.lognormvariate(0.0, 0.07) for _ in range(4096)]  # kernel duration factors
         self._args: dict[str, str] = {}
         self._static: dict[str, str] = {}
         self._pending: tuple[int, int, int, int] = (0, 0, 0, 0)
@@ -101,26 +104,49 @@ class Rank:
             args = self._args[key] = ev.cpu_op_args(dims, types, stack)
         return args
 
+    def _draw_host(self) -> tuple[int, ...]:
+        """One launch's host-side offsets (ns): op overheads, queue latency, CANN call times."""
+        u = self.rng.uniform
+        return tuple(
+            us(u(lo, hi))
+            for lo, hi in (
+                (6, 14),  # outer op start -> inner aclnn op start
+                (9, 22),  # inner op start -> Enqueue
+                (3, 7),  # Enqueue duration
+                (0.5, 1.5),  # Enqueue end -> inner op end
+                (2, 5),  # inner op end -> outer op end
+                (1, 4),  # outer op end -> next op
+                (8, 18),  # Enqueue -> Dequeue start (queue latency)
+                (2.5, 5),  # Dequeue start -> AscendCL start
+                (1.2, 2.5),  # AscendCL start -> Node@launch start
+                (6, 14),  # Node@launch duration
+                (1.5, 4),  # Node@launch end -> AscendCL end
+                (2, 5),  # AscendCL end -> Dequeue end
+                (0.8, 2),  # Dequeue end -> next Dequeue
+            )
+        )
+
     def _host_op(self, aten: str, api: str, args: str, acl_extra: int = 0) -> tuple[int, int, int, int, int]:
         """Framework op + aclnn op + Enqueue on the main thread, Dequeue on the queue thread.
 
+        Timings come from a table of pre-drawn launches (one random pick per op keeps large runs fast).
         Returns (inner op start, AscendCL start, AscendCL end, Node@launch start, Node@launch dur).
         """
-        r = self.rng
+        tpl = self._launches[int(self.rng.random() * len(self._launches))]
         t0 = self.t
-        inner_s = t0 + us(r.uniform(6, 14))
-        enq_s = inner_s + us(r.uniform(9, 22))
-        enq_d = us(r.uniform(3, 7))
-        inner_e = enq_s + enq_d + us(r.uniform(0.5, 1.5))
-        outer_e = inner_e + us(r.uniform(2, 5))
-        self.t = outer_e + us(r.uniform(1, 4))
-        dq_s = max(enq_s + us(r.uniform(8, 18)), self.qfree)
-        acl_s = dq_s + us(r.uniform(2.5, 5))
-        node_s = acl_s + us(r.uniform(1.2, 2.5))
-        node_d = us(r.uniform(6, 14))
-        acl_e = node_s + node_d + us(r.uniform(1.5, 4)) + acl_extra
-        dq_e = acl_e + us(r.uniform(2, 5))
-        self.qfree = dq_e + us(r.uniform(0.8, 2))
+        inner_s = t0 + tpl[0]
+        enq_s = inner_s + tpl[1]
+        enq_d = tpl[2]
+        inner_e = enq_s + enq_d + tpl[3]
+        outer_e = inner_e + tpl[4]
+        self.t = outer_e + tpl[5]
+        dq_s = max(enq_s + tpl[6], self.qfree)
+        acl_s = dq_s + tpl[7]
+        node_s = acl_s + tpl[8]
+        node_d = tpl[9]
+        acl_e = node_s + node_d + tpl[10] + acl_extra
+        dq_e = acl_e + tpl[11]
+        self.qfree = dq_e + tpl[12]
         corr = self.corr
         self.corr += 1
         o = self.out
@@ -153,7 +179,7 @@ class Rank:
     def _device(self, stream: int, ready: int, dur: int) -> tuple[int, int]:
         start = self._unique(max(ready, self.sfree[stream]))
         end = start + dur
-        self.sfree[stream] = end + 700 + self.rng.randrange(900)
+        self.sfree[stream] = end + 700 + int(self.rng.random() * 900)  # inter-task gap
         self.last_end[stream] = end
         self._placed(start, end)
         return start, end
@@ -168,7 +194,15 @@ class Rank:
         st.end = self.t + us(self.rng.uniform(20, 60))
         if self.out is not None:
             self.out.append(
-                ev.py_x(f"ProfilerStep#{st.number}", self.pid, self.pid, st.start, st.end - st.start, "cpu_op", stack_args)
+                ev.py_x(
+                    f"ProfilerStep#{st.number}",
+                    self.pid,
+                    self.pid,
+                    st.start,
+                    st.end - st.start,
+                    "cpu_op",
+                    stack_args,
+                )
             )
         self.n["X_py"] += 1
         return st
@@ -177,19 +211,27 @@ class Rank:
         """PROFILING_ENABLE / PROFILING_DISABLE on stream 0, outside every step."""
         if self.out is not None:
             self.out.append(
-                ev.hw_x(name, self.hw_pid, S_CTRL, at, "0.02", "PLACE_HOLDER_SQE", self._task_id(S_CTRL),
-                        ev.UINT32_MAX, self.conn)  # fmt: skip
+                ev.hw_x(
+                    name,
+                    self.hw_pid,
+                    S_CTRL,
+                    at,
+                    "0.02",
+                    "PLACE_HOLDER_SQE",
+                    self._task_id(S_CTRL),
+                    ev.UINT32_MAX,
+                    self.conn,
+                )
             )
-        self.n["X_hw"] += 1
-        self.n["hw:PLACE_HOLDER_SQE"] += 1
+        self.n.update(("X_hw", "hw:PLACE_HOLDER_SQE"))
 
     # -- ops -------------------------------------------------------------------------------------------------
     def kernel(self, sp: KernelSpec) -> None:
         r = self.rng
         args = self._cpu_args(sp.key, sp.input_dims, sp.input_types, sp.stack)
         inner_s, acl_s, acl_e, node_s, node_d = self._host_op(sp.aten, sp.api, args)
-        dur = max(400, int(sp.dur_us * 1000 * r.lognormvariate(0.0, 0.07)))
-        start, end = self._device(sp.stream, node_s + us(r.uniform(2.5, 5)) + r.randrange(10), dur)
+        dur = max(400, int(sp.dur_us * 1000 * self._spread[int(r.random() * 4096)]))
+        start, end = self._device(sp.stream, node_s + 2500 + int(r.random() * 2510), dur)  # launch latency
         task_id = self._task_id(sp.stream)
         c_acl, c_node = self._conn(), self._conn()
         self.step.compute.append((start, end, sp.bucket))
@@ -202,21 +244,34 @@ class Rank:
         if o is not None:
             q, cann = self.qtid, self.cann_pid
             subtask = 0 if sp.core == "MIX_AIC" else ev.UINT32_MAX
-            o.append(ev.cann_x(f"AscendCL@{sp.api}", cann, q, acl_s, acl_e - acl_s, "ACL_NN", "acl", sp.api, "0", c_acl))
-            o.append(ev.cann_x("Node@launch", cann, q, node_s, node_d, "launch", "node", "0", sp.name, c_node))
+            o.append(
+                ev.cann_x(
+                    f"AscendCL@{sp.api}", cann, q, acl_s, acl_e - acl_s, "ACL_NN", "acl", sp.api, "0", c_acl
+                )
+            )
+            o.append(
+                ev.cann_x("Node@launch", cann, q, node_s, node_d, "launch", "node", "0", sp.name, c_node)
+            )
             o.append(ev.h2d_start(c_node, cann, q, node_s))
             o.append(
-                ev.hw_x(sp.name, self.hw_pid, sp.stream, start, self._hw_dur(dur), sp.task_type, task_id, subtask, c_node)
+                ev.hw_x(
+                    sp.name,
+                    self.hw_pid,
+                    sp.stream,
+                    start,
+                    self._hw_dur(dur),
+                    sp.task_type,
+                    task_id,
+                    subtask,
+                    c_node,
+                )
             )
             o.append(ev.h2d_finish(c_node, self.hw_pid, sp.stream, start))
             o.append(ev.torch_flow("s", start, self.pid, self.pid, inner_s))
             o.append(ev.torch_flow("f", start, self.hw_pid, sp.stream, start))
-        n = self.n
-        n["X_cann"] += 2
-        n["X_hw"] += 1
-        n[f"hw:{sp.task_type}"] += 1
-        n["flow:async_npu"] += 1
-        n["flow:HostToDevice"] += 1
+        self.n.update(
+            ("X_cann", "X_cann", "X_hw", f"hw:{sp.task_type}", "flow:async_npu", "flow:HostToDevice")
+        )
 
     def _kernel_row(self, sp: KernelSpec, start: int, dur: int, task_id: int) -> None:
         dur_text = ev.us_float(dur)
@@ -242,10 +297,10 @@ class Rank:
             stats[3] = max(stats[3], dur)
 
     def _count_row(self, core: str, dur_text: str) -> None:
-        self.kd["rows"] += 1
         self.step.n_rows += 1
-        self.kd[f"core:{core}"] += 1
-        self.kd["dur_ns"] += round(float(dur_text) * 1000)  # what a reader computes from the CSV text
+        self.kd.update(
+            {"rows": 1, f"core:{core}": 1, "dur_ns": round(float(dur_text) * 1000)}
+        )  # as a reader rounds
 
     def memcpy(self, sp: MemcpySpec) -> None:
         r = self.rng
@@ -264,21 +319,28 @@ class Rank:
             q, cann, hw = self.qtid, self.cann_pid, self.hw_pid
             extra = f', "data size(Byte)": {sp.nbytes}, "memcpy direction": "{sp.direction}"'
             api = "aclrtMemcpyAsync"
-            o.append(ev.cann_x(f"AscendCL@{api}", cann, q, acl_s, acl_e - acl_s, "ACL_RTS", "acl", api, "0", conn))
+            o.append(
+                ev.cann_x(f"AscendCL@{api}", cann, q, acl_s, acl_e - acl_s, "ACL_RTS", "acl", api, "0", conn)
+            )
             o.append(ev.h2d_start(conn, cann, q, acl_s))
             o.append(
-                ev.hw_x("MEMCPY_ASYNC", hw, S_COMPUTE, start, self._hw_dur(dur), "PCIE_DMA_SQE", task_id,
-                        ev.UINT32_MAX, conn, extra)  # fmt: skip
+                ev.hw_x(
+                    "MEMCPY_ASYNC",
+                    hw,
+                    S_COMPUTE,
+                    start,
+                    self._hw_dur(dur),
+                    "PCIE_DMA_SQE",
+                    task_id,
+                    ev.UINT32_MAX,
+                    conn,
+                    extra,
+                )
             )
             o.append(ev.h2d_finish(conn, hw, S_COMPUTE, start))
             o.append(ev.torch_flow("s", start, self.pid, self.pid, inner_s))
             o.append(ev.torch_flow("f", start, hw, S_COMPUTE, start))
-        n = self.n
-        n["X_cann"] += 1
-        n["X_hw"] += 1
-        n["hw:PCIE_DMA_SQE"] += 1
-        n["flow:async_npu"] += 1
-        n["flow:HostToDevice"] += 1
+        self.n.update(("X_cann", "X_hw", "hw:PCIE_DMA_SQE", "flow:async_npu", "flow:HostToDevice"))
 
     def comm_launch(self, sp: CommSpec) -> int:
         """Host side of a collective; returns when this rank's comm stream could start it."""
@@ -318,12 +380,7 @@ class Rank:
         self._count_row("HCCL", ev.us_float(end - start))
         if self.out is not None:
             emit_collective(self, sp, name, start, end, all_arrived, conn, task_id, inner_s, acl_s, acl_e)
-        n = self.n
-        n["X_cann"] += 1
-        n["X_hccl"] += 4
-        n["X_hw"] += 3
-        n["flow:async_npu"] += 1
-        n["flow:HostToDevice"] += 1
+        self.n.update({"X_cann": 1, "X_hccl": 4, "X_hw": 3, "flow:async_npu": 1, "flow:HostToDevice": 1})
 
     def event_pair(self, src: int, dst: int) -> None:
         """EVENT_RECORD on ``src`` then EVENT_WAIT on ``dst``: ``dst`` resumes once ``src`` got there."""
@@ -352,20 +409,23 @@ class Rank:
             self.sums["other"] += end - start
             o = self.out
             if o is not None:
-                pid, q, cann, hw, qa = self.pid, self.qtid, self.cann_pid, self.hw_pid, _QUEUE_ARGS.format(corr)
+                pid, q, cann, hw, qa = (
+                    self.pid,
+                    self.qtid,
+                    self.cann_pid,
+                    self.hw_pid,
+                    _QUEUE_ARGS.format(corr),
+                )
                 name = task_type.removesuffix("_SQE")
                 o.append(ev.py_x("Enqueue", pid, pid, t0, enq_d, "enqueue", qa))
                 o.append(ev.py_x(f"Dequeue@{queue_name}", pid, q, dq_s, dq_e - dq_s, "dequeue", qa))
-                o.append(ev.cann_x(f"AscendCL@{api}", cann, q, acl_s, acl_d, "ACL_RTS", "acl", api, "0", conn))
+                o.append(
+                    ev.cann_x(f"AscendCL@{api}", cann, q, acl_s, acl_d, "ACL_RTS", "acl", api, "0", conn)
+                )
                 o.append(ev.h2d_start(conn, cann, q, acl_s))
                 o.append(ev.hw_x(name, hw, stream, start, "0.02", task_type, task_id, ev.UINT32_MAX, conn))
                 o.append(ev.h2d_finish(conn, hw, stream, start))
-            n = self.n
-            n["X_py"] += 2
-            n["X_cann"] += 1
-            n["X_hw"] += 1
-            n[f"hw:{task_type}"] += 1
-            n["flow:HostToDevice"] += 1
+            self.n.update(("X_py", "X_py", "X_cann", "X_hw", f"hw:{task_type}", "flow:HostToDevice"))
 
     def synchronize(self) -> None:
         """``aclrtSynchronizeStream`` on the main thread: returns once the compute stream drained."""
@@ -376,7 +436,11 @@ class Rank:
         conn = self._conn()
         if self.out is not None:
             api = "aclrtSynchronizeStreamWithTimeout"
-            self.out.append(ev.cann_x(f"AscendCL@{api}", self.cann_pid, self.pid, t0, end - t0, "ACL_RTS", "acl", api, "0", conn))
+            self.out.append(
+                ev.cann_x(
+                    f"AscendCL@{api}", self.cann_pid, self.pid, t0, end - t0, "ACL_RTS", "acl", api, "0", conn
+                )
+            )
         self.n["X_cann"] += 1
         self.t = end + us(r.uniform(2, 5))
 

@@ -6,13 +6,24 @@
 For each rank r this writes ``OUT_DIR/rank{r}_{pid}_{YYYYmmddHHMMSSfff}_ascend_pt/`` as torch_npu 2.5.1 +
 CANN 8.0.RC3 export it at Level1 / PipeUtilization (profiler_info_{r}.json, profiler_metadata.json,
 ASCEND_PROFILER_OUTPUT/{trace_view.json, kernel_details.csv, step_trace_time.csv, op_statistic.csv,
-analyse.done}), and ``OUT_DIR/ground_truth.json`` with the exact figures written (see README.md).
+analyse.done}), and ``OUT_DIR/ground_truth.json`` with the exact figures written.
 
 The workload is tensor-parallel decode of a Qwen2-7B-like model (TP=2 by default), eager mode, with injected
-problems whose size is known: AI_CPU fallback ops (IndexPut on float64, ArgMaxV2) on their own stream,
-H2D/D2H MEMCPY_ASYNC tasks, per-layer TransData + Cast conversions, and host stalls that idle the device.
-Output is streamed step by step (memory does not grow with the number of steps) and is a pure function of
-the arguments: the same arguments give byte-identical files.
+problems whose size is known: AI_CPU fallback ops (IndexPut on float64, ArgMaxV2) on their own stream 3,
+H2D/D2H MEMCPY_ASYNC tasks, a TransData (first layer) and a Cast per step, and host stalls (every second
+step) that idle the device.  Output is streamed step by step (memory does not grow with the number of
+steps) and is a pure function of the arguments: the same arguments give byte-identical files.
+
+ground_truth.json, per rank (all times int ns, computed as a reader would: ``round(µs × 1000)``):
+``trace`` event counts (by phase; Ascend Hardware / HCCL / host X events; overlap slices; flow pairs by
+category; ``device_tasks`` = Ascend Hardware + HCCL X events); ``kernel_details`` (rows, ``dur_ns_sum``,
+rows by Accelerator Core); ``ai_cpu`` kernel names and counts; ``memcpy``; ``trans_ops``; ``stalls``;
+``device_time_ns`` over the Overlap Analysis window (first to last compute/communication task):
+Computing / Communication / Communication(Not Overlapped) / Free unions, ``buckets`` (each ns given to the
+first active class of matmul, attention, vector, ai_cpu, communication, memcpy, other — else idle; they sum
+to the window), ``task_sums`` (plain duration sums) and ``ai_cpu_exposed`` (AI_CPU time covered by no other
+compute or communication); and ``per_step`` records equal to step_trace_time.csv.  Free is split at
+ProfilerStep boundaries, so each Overlap Analysis slice lies inside one step.
 """
 
 from __future__ import annotations
@@ -123,7 +134,9 @@ def generate(
     """
     unknown = set(files) - set(FILES)
     if unknown or steps < 1 or layers < 1 or ranks < 1:
-        raise ValueError(f"bad arguments: files {sorted(unknown)}, steps {steps}, layers {layers}, ranks {ranks}")
+        raise ValueError(
+            f"bad arguments: files {sorted(unknown)}, steps {steps}, layers {layers}, ranks {ranks}"
+        )
     if target_trace_bytes and "trace_view" not in files:
         raise ValueError("--target-trace-bytes needs trace_view among --files")
     out = Path(out_dir)
@@ -135,12 +148,20 @@ def generate(
     group_tag = 100 + plan_rng.randrange(900)
     specs = catalog(batch, world)
     sims = [
-        Rank(r, world, seed, group_tag, write_trace=r < ranks and "trace_view" in files,
-             write_kernels=r < ranks and "kernel_details" in files)  # fmt: skip
+        Rank(
+            r,
+            world,
+            seed,
+            group_tag,
+            write_trace=r < ranks and "trace_view" in files,
+            write_kernels=r < ranks and "kernel_details" in files,
+        )
         for r in range(world)
     ]
     writers = [RankFiles(out, sims[r], base + us(3.7 * r), files, world) for r in range(ranks)]
-    step_starts = [w.start_ns + us(150) for w in writers] + [base + us(150 + 3.7 * r) for r in range(ranks, world)]
+    step_starts = [w.start_ns + us(150) for w in writers] + [
+        base + us(150 + 3.7 * r) for r in range(ranks, world)
+    ]
     for w in writers:
         w.rank.placeholder("PROFILING_ENABLE", w.start_ns + us(40))
     stack_args = ev.cpu_op_args(None, None, _PROFILER_STEP_STACK)
@@ -177,8 +198,7 @@ def generate(
             "world_size": world,
             "batch": batch,
             "files": list(files),
-        },
-        "ranks": {},
+        }
     }
     for w in writers:
         w.close(end_ns=step_starts[w.rank.rank] + us(120), steps=index)
@@ -203,21 +223,27 @@ def _write_truth(path: Path, truth: dict, writers: list[RankFiles]) -> None:
         fh.write('{\n  "generator": ' + json.dumps(truth["generator"]) + ',\n  "ranks": {')
         for i, w in enumerate(writers):
             summary = json.dumps(w.summary(), indent=2).replace("\n", "\n    ")
-            fh.write(("," if i else "") + f'\n    "{w.rank.rank}": ' + summary[:-6] + ',\n      "per_step": [')
+            fh.write(
+                ("," if i else "") + f'\n    "{w.rank.rank}": ' + summary[:-6] + ',\n      "per_step": ['
+            )
             w.copy_steps(fh, indent="\n        ")
             fh.write("\n      ]\n    }")
         fh.write("\n  }\n}\n")
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter
+    )
     p.add_argument("out_dir", type=Path)
     p.add_argument("--steps", type=int, default=4, help="decode steps (minimum when a target is given)")
     p.add_argument("--layers", type=int, default=4, help="decoder layers (Qwen2-7B has 28)")
     p.add_argument("--ranks", type=int, default=2, help="ranks written (TP world size is max(2, ranks))")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--batch", type=int, default=BATCH, help="decode tokens per step")
-    p.add_argument("--target-trace-bytes", type=float, default=None, help="grow until trace_view.json ≥ B bytes")
+    p.add_argument(
+        "--target-trace-bytes", type=float, default=None, help="grow until trace_view.json ≥ B bytes"
+    )
     p.add_argument("--kernel-rows", type=float, default=None, help="grow until kernel_details.csv ≥ N rows")
     p.add_argument("--files", nargs="+", choices=FILES, default=list(FILES), help="which exports to write")
     a = p.parse_args(argv)
@@ -241,7 +267,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['files'].get('trace_view.json', 0) / 1e6:.1f} MB trace, {size / 1e6:.1f} MB total"
         )
     total = sum(sum(r["files"].values()) for r in truth["ranks"].values())
-    print(f"wrote {total / 1e6:.1f} MB in {secs:.1f} s ({total / 1e6 / max(secs, 1e-9):.1f} MB/s) -> {a.out_dir}")
+    print(
+        f"wrote {total / 1e6:.1f} MB in {secs:.1f} s ({total / 1e6 / max(secs, 1e-9):.1f} MB/s) -> {a.out_dir}"
+    )
     return 0
 
 

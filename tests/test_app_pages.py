@@ -109,3 +109,41 @@ def test_upload_page_ingests_a_file(app_db, tmp_path):
     assert len(uploads) == 1 and os.path.commonpath([uploads[0], tmp_path / "uploads"]) == str(
         tmp_path / "uploads"
     )
+
+
+def _run_id(db: Path, name_like: str) -> int:
+    return query(db, "SELECT run_id FROM runs WHERE name LIKE ?", [name_like])[0][0]
+
+
+def test_stalls_page_agrees_with_the_export(app_db):
+    at = _app()
+    at.switch_page("app_pages/04_stalls.py").run()
+    at.selectbox(key="stalls_run").select(_run_id(app_db, "msinsight%")).run()
+    assert not at.exception, at.exception
+    tables = [d.value for d in at.dataframe]
+    cmp = next(t for t in tables if "agrees (≤1%)" in t.columns)
+    assert list(cmp["metric"]) == ["Computing", "Communication(Not Overlapped)", "Communication", "Free"]
+    assert set(cmp["agrees (≤1%)"]) == {"yes"}
+    assert not at.warning
+
+
+def test_fallback_page_lists_the_ai_cpu_ops(app_db):
+    at = _app()
+    at.switch_page("app_pages/05_fallback.py").run()
+    at.selectbox(key="fallback_run").select(_run_id(app_db, "mstt%")).run()
+    assert not at.exception, at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["AI_CPU tasks"] == "2"
+    assert any("**Cast** — 2 task(s)" in m.value for m in at.markdown)
+    at.button(key="fb_tl_0").click().run()
+    assert not at.exception, at.exception
+    assert {m.label: m.value for m in at.metric}["AI_CPU tasks in window"] == "2"
+
+
+def test_findings_page_ranks_findings(app_db):
+    at = _app()
+    at.switch_page("app_pages/06_findings.py").run()
+    at.selectbox(key="findings_run").select(_run_id(app_db, "msinsight%")).run()
+    assert not at.exception, at.exception
+    titles = [m.value for m in at.markdown if "impact" in m.value]
+    assert titles and "Communication not overlapped by compute" in titles[0]

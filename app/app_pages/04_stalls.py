@@ -1,0 +1,42 @@
+"""Stalls: where device time goes, per step, next to the profiler's own step_trace_time figures."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app import data, widgets
+from app.app_pages import run_picker
+
+st.title("Stalls")
+st.caption(
+    "Device time per step split into compute (by class), communication not hidden behind compute, copies "
+    "and idle. The parts add up to the step's device span (E2E), measured from interval unions as "
+    "msprof-analyze does."
+)
+fp = data.fingerprint()
+run_id = run_picker(fp, key="stalls_run")
+if run_id is None:
+    st.stop()
+bd = data.breakdown(fp, run_id)
+if not bd.steps:
+    st.info("This run has no device tasks to break down.")
+    st.stop()
+total = bd.total
+c = st.columns(5)
+c[0].metric("device time (E2E)", f"{total.e2e_ns / 1e6:,.3f} ms")
+c[1].metric("computing", f"{100 * total.computing_ns / total.e2e_ns:.1f}%")
+c[2].metric("communication not overlapped", f"{100 * total.buckets['comm_exposed'] / total.e2e_ns:.1f}%")
+c[3].metric("AI CPU (fallback)", f"{100 * total.buckets['ai_cpu'] / total.e2e_ns:.2f}%")
+c[4].metric("idle + copies", f"{100 * total.free_ns / total.e2e_ns:.1f}%")
+st.plotly_chart(widgets.breakdown_figure(bd), width="stretch", key="stalls_chart")
+st.dataframe(widgets.breakdown_frame(bd), hide_index=True, width="stretch")
+st.subheader("diag vs the profiler's own figures")
+cmp = widgets.export_comparison_frame(bd)
+if cmp.empty:
+    st.info("This run has no step_trace_time.csv to compare with.")
+else:
+    bad = cmp[cmp["agrees (≤1%)"] == "no"]
+    if len(bad):
+        st.warning(f"{len(bad)} figure(s) differ from the export by more than 1% — see the table.")
+    st.dataframe(cmp, hide_index=True, width="stretch")
+st.caption(f"steps from: {bd.step_source.replace('_', ' ')}")

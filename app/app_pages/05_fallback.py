@@ -1,0 +1,71 @@
+"""Fallback ops: tasks that left the AI Core for the AI CPU, and inferred host fallbacks."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from app import data
+from app.app_pages import run_picker
+
+st.title("CPU fallback ops")
+fp = data.fingerprint()
+run_id = run_picker(fp, key="fallback_run")
+if run_id is None:
+    st.stop()
+ops = data.fallbacks(fp, run_id)
+device = [o for o in ops if o.where == "AI_CPU"]
+host = [o for o in ops if o.where == "host"]
+c = st.columns(3)
+c[0].metric("AI_CPU tasks", f"{sum(o.count for o in device):,}")
+c[1].metric("AI_CPU time", f"{sum(o.total_ns for o in device) / 1e6:,.3f} ms")
+share = sum(o.share_of_step_pct or 0 for o in device)
+c[2].metric("share of device time", f"{share:.2f}%")
+if not device:
+    st.success("No task ran on the AI CPU in this run.")
+for i, o in enumerate(device):
+    with st.container(border=True):
+        st.markdown(
+            f"**{o.op_type}** — {o.count} task(s), {o.total_ns / 1e6:,.3f} ms "
+            f"({(o.share_of_step_pct or 0):.2f}% of device time), longest {o.max_ns / 1e3:,.1f} µs"
+        )
+        st.write(o.hint)
+        st.dataframe(
+            pd.DataFrame(
+                {
+                    "kernel names": [", ".join(o.names)],
+                    "input shapes": [" | ".join(o.input_shapes) or "-"],
+                    "dtypes": [" | ".join(o.input_dtypes) or "-"],
+                    "launched by": [", ".join(o.host_ops) or "-"],
+                }
+            ),
+            hide_index=True,
+            width="stretch",
+        )
+        if o.call_stack:
+            with st.expander("call stack"):
+                st.code(o.call_stack.replace(";", "\n"), language=None)
+        if st.button("Show on the timeline", key=f"fb_tl_{i}"):
+            data.open_in_timeline(run_id, o.first_start_ns, o.last_end_ns)
+            st.switch_page("app_pages/03_timeline.py")
+if host:
+    st.subheader("Possible host CPU fallbacks (inferred)")
+    st.caption(
+        "aten ops with a call of ≥ 1 ms on the host and no device time at all. No profiler flag marks "
+        "these: confirm with the torch_npu log line 'will fall back to run on the CPU'."
+    )
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "op": o.op_type,
+                    "calls": o.count,
+                    "host self (ms)": round(o.total_ns / 1e6, 3),
+                    "longest (ms)": round(o.max_ns / 1e6, 3),
+                }
+                for o in host
+            ]
+        ),
+        hide_index=True,
+        width="stretch",
+    )
