@@ -60,6 +60,7 @@ class FileOutcome:
     rows: dict[str, int] = field(default_factory=dict)
     message: str | None = None
     size_bytes: int = 0
+    removed: dict[str, int] = field(default_factory=dict)  # rows of earlier files this one superseded
 
     def to_json(self) -> dict:
         return {
@@ -68,6 +69,7 @@ class FileOutcome:
             "parser": self.parser,
             "run_id": self.run_id,
             "rows": self.rows,
+            "removed": self.removed,
             "message": self.message,
             "size_bytes": self.size_bytes,
         }
@@ -275,7 +277,8 @@ class Ingestor:
             file_id = store.new_file_id()
             ctx = ParseContext(store, con, cand.path, cand.source, run_id, file_id, self._tmp)
             result = parser.parse(ctx)
-            outcome.rows = {k: v for k, v in result.rows.items()}
+            outcome.rows = dict(result.rows)
+            outcome.removed = dict(result.removed)
             outcome.status = "partial" if result.partial else "ok"
             outcome.message = result.partial
             store.record_file(

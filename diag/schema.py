@@ -158,8 +158,13 @@ TABLES: tuple[Table, ...] = (
             _c("output_dtypes", "VARCHAR"),
             _c("output_formats", "VARCHAR"),
             _c("context_id", "VARCHAR"),
-            _c("pmu", "MAP(VARCHAR, DOUBLE)", "every other (PMU) column, by its header name"),
+            _c("pmu_values", "DOUBLE[]", "every other (PMU) column's value, named by pmu_columns.names"),
         ),
+    ),
+    Table(
+        "pmu_columns",
+        "names of the PMU columns of one kernel_details file, in the order of kernels.pmu_values",
+        _OWNER + (_c("names", "VARCHAR[]"),),
     ),
     Table(
         "host_ops",
@@ -390,6 +395,14 @@ TABLES: tuple[Table, ...] = (
             _c("value", "DOUBLE"),
         ),
     ),
+)
+
+VIEWS: tuple[str, ...] = (
+    # kernel PMU metrics in long form: one row per kernel and metric (e.g. aic_mac_ratio, aiv_vec_time(us)).
+    """CREATE OR REPLACE VIEW kernel_pmu AS
+       SELECT k.run_id, k.file_id, k.name, k.op_type, k.start_ns, m.metric, m.value
+       FROM kernels k JOIN pmu_columns c USING (file_id),
+            LATERAL (SELECT unnest(c.names) AS metric, unnest(k.pmu_values) AS value) m""",
 )
 
 TABLE_BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}

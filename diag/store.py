@@ -16,7 +16,7 @@ from typing import Any
 import duckdb
 
 from diag.errors import StoreError
-from diag.schema import DATA_TABLES, SCHEMA_VERSION, SPAN_COLUMNS, TABLES
+from diag.schema import DATA_TABLES, SCHEMA_VERSION, SPAN_COLUMNS, TABLES, VIEWS
 
 RULES_DIR = Path(__file__).parent / "rules"
 DEFAULT_DB = "diag.duckdb"
@@ -86,6 +86,8 @@ class Store:
             q(con, f"CREATE SEQUENCE IF NOT EXISTS {seq} START 1")
         for table in TABLES:
             q(con, table.ddl())
+        for view in VIEWS:
+            q(con, view)
         q(con, "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
         self._load_rules()
 

@@ -64,6 +64,7 @@ class ParseContext:
 @dataclass
 class ParseResult:
     rows: dict[str, int] = field(default_factory=dict)
+    removed: dict[str, int] = field(default_factory=dict)  # rows of other files this file superseded
     partial: str | None = None  # set when only a prefix of the file could be stored; says where it broke
     notes: list[str] = field(default_factory=list)
 

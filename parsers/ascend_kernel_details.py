@@ -1,7 +1,7 @@
 """``kernel_details.csv`` (torch_npu) and msprof ``op_summary_*.csv``: one row per device compute/comm op.
 
 Header names differ by version (``Block Dim``/``Block Num``, op_summary's ``Op Name``/``Task Type``…) and the
-PMU column set depends on ``aic_metrics``: every column not mapped below goes into the ``pmu`` map by name.
+PMU column set depends on ``aic_metrics``: every column not mapped below goes into ``pmu_values``, named by ``pmu_columns``.
 When a run has no trace_view.json, these rows also stand in as its device tasks.
 """
 
@@ -66,7 +66,7 @@ SPEC = CsvSpec(
         "output_formats": alt("out_formats:text"),
         "context_id": alt("context_id:text"),
     },
-    rest_as_map="pmu",
+    rest_as_list="pmu_values",
     excludes=("Host Self Duration(us)",),
 )
 

@@ -26,13 +26,19 @@ def test_upload_names_cannot_escape_the_upload_folder(tmp_path):
     with Store(tmp_path / "db.duckdb") as store:
         outcomes = ingest_uploads(
             store,
-            [_up("../../evil.csv", b"x"), _up("/etc/evil2.csv", b"x"), _up("run/kernel_details.csv", OK.read_bytes())],
+            [
+                _up("../../evil.csv", b"x"),
+                _up("/etc/evil2.csv", b"x"),
+                _up("run/kernel_details.csv", OK.read_bytes()),
+            ],
             root,
         )
         kernels = store.con.execute("SELECT count(*) FROM kernels").fetchall()[0][0]
     by_name = {o.source: o for o in outcomes}
     assert by_name["../../evil.csv"].status == "failed" and "escapes" in by_name["../../evil.csv"].message
-    assert by_name["/etc/evil2.csv"].status == "failed" and "absolute path" in by_name["/etc/evil2.csv"].message
+    assert (
+        by_name["/etc/evil2.csv"].status == "failed" and "absolute path" in by_name["/etc/evil2.csv"].message
+    )
     assert kernels == 3
     written = _all_files(tmp_path)
     assert all(root in p.parents or p.name.startswith("db.duckdb") for p in written), written
@@ -48,10 +54,12 @@ def test_uploaded_archive_with_traversal_or_symlink_is_refused(tmp_path):
     link = io.BytesIO()
     with zipfile.ZipFile(link, "w") as zf:
         info = zipfile.ZipInfo("run/link.json")
-        info.external_attr = (0o120777 << 16)  # a symbolic link
+        info.external_attr = 0o120777 << 16  # a symbolic link
         zf.writestr(info, "/etc/passwd")
     with Store(tmp_path / "db.duckdb") as store:
-        outcomes = ingest_uploads(store, [_up("evil.zip", buf.getvalue()), _up("link.zip", link.getvalue())], root)
+        outcomes = ingest_uploads(
+            store, [_up("evil.zip", buf.getvalue()), _up("link.zip", link.getvalue())], root
+        )
         kernels = store.con.execute("SELECT count(*) FROM kernels").fetchall()[0][0]
     msgs = {o.source: o.message for o in outcomes}
     assert outcomes and all(o.status == "failed" for o in outcomes)

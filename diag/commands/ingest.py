@@ -60,6 +60,9 @@ def summary_json(db: str, summary: IngestSummary, store: Store) -> dict[str, Any
     for f in summary.files:
         for table, n in f.rows.items():
             rows[table] = rows.get(table, 0) + n
+        for table, n in f.removed.items():
+            rows[table] = rows.get(table, 0) - n
+    rows = {t: n for t, n in rows.items() if n}
     span = None
     if summary.run_ids:
         lo, hi = store.con.execute(
