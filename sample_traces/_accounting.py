@@ -12,7 +12,10 @@ from dataclasses import dataclass
 
 Interval = tuple[int, int]
 # Partition classes in priority order: an instant covered by several tasks belongs to the first listed.
-CLASSES = ("matmul", "attention", "vector", "ai_cpu", "communication", "memcpy", "other")
+# The same order as diag's device-time breakdown (diag/analyses/stall_breakdown.py), computed independently
+# here: compute classes first (AI CPU, attention, layout/cast, matmul, vector, other), then communication,
+# then copies; the rest is idle.
+CLASSES = ("ai_cpu", "attention", "layout", "matmul", "vector", "other", "communication", "memcpy")
 _PRIORITY = {c: i for i, c in enumerate(CLASSES)}
 OVERLAP_THREADS = ("Computing", "Communication", "Communication(Not Overlapped)", "Free")
 

@@ -234,9 +234,9 @@ class Rank:
         start, end = self._device(sp.stream, node_s + 2500 + int(r.random() * 2510), dur)  # launch latency
         task_id = self._task_id(sp.stream)
         c_acl, c_node = self._conn(), self._conn()
-        self.step.compute.append((start, end, sp.bucket))
+        self.step.compute.append((start, end, "layout" if sp.trans else sp.bucket))
         self._kernel_row(sp, start, dur, task_id)
-        self.sums[sp.bucket] += dur
+        self.sums["layout" if sp.trans else sp.bucket] += dur
         if sp.trans:
             self.kd[f"trans:{sp.op_type}"] += 1
             self.sums["trans"] += dur

@@ -141,7 +141,9 @@ def test_ground_truth_is_self_consistent(tmp_path: Path) -> None:
         dt, steps = r["device_time_ns"], r["per_step"]
         assert sum(dt["buckets"].values()) == dt["window"]
         assert dt["computing"] + dt["comm_not_overlapped"] + dt["free"] == dt["window"]
-        assert dt["computing"] == sum(dt["buckets"][c] for c in ("matmul", "attention", "vector", "ai_cpu"))
+        assert dt["computing"] == sum(
+            dt["buckets"][c] for c in ("matmul", "attention", "layout", "vector", "ai_cpu")
+        )
         assert dt["comm_not_overlapped"] == dt["buckets"]["communication"]
         for key in ("computing", "communication", "comm_not_overlapped", "free"):
             assert dt[key] == sum(s[f"{key}_ns"] for s in steps)

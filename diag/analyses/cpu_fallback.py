@@ -48,8 +48,9 @@ class FallbackOp:
 def _op_type_sql() -> str:
     # aclnn kernels are named aclnn<Api>_<Impl>_<OpType>: the last part is the op type when kernel_details
     # did not say (Level0, or a trace without kernel_details).
-    return """coalesce(k.op_type, d.op_type,
-                       CASE WHEN d.name LIKE 'aclnn%' THEN split_part(d.name, '_', -1) ELSE d.name END)"""
+    return (
+        """coalesce(d.op, CASE WHEN d.name LIKE 'aclnn%' THEN split_part(d.name, '_', -1) ELSE d.name END)"""
+    )
 
 
 def device_fallbacks(store: Store, run_id: int, e2e_ns: int | None = None) -> list[FallbackOp]:
@@ -57,11 +58,9 @@ def device_fallbacks(store: Store, run_id: int, e2e_ns: int | None = None) -> li
     rows = cur.execute(
         f"""
         WITH ai AS (
-            SELECT d.start_ns, d.dur_ns, d.name, {_op_type_sql()} AS op_type, k.input_shapes,
-                   NULLIF(concat_ws(' -> ', k.input_dtypes, k.output_dtypes), '') AS input_dtypes
-            FROM device_tasks d
-            LEFT JOIN kernels k ON k.run_id = d.run_id AND k.start_ns = d.start_ns AND k.name = d.name
-            WHERE d.run_id = $run AND d.task_kind = 'AI_CPU'),
+            SELECT d.start_ns, d.dur_ns, d.name, {_op_type_sql()} AS op_type, d.input_shapes,
+                   NULLIF(concat_ws(' -> ', d.input_dtypes, d.output_dtypes), '') AS input_dtypes
+            FROM tasks d WHERE d.run_id = $run AND d.kind = 'AI_CPU'),
         launch AS (  -- the host op that launched each task: flow into the task, innermost enclosing op
             SELECT l.dst_ts_ns AS ts, arg_max(h.name, h.start_ns) AS host_op, arg_max(h.call_stack, h.start_ns) AS stack
             FROM links l JOIN host_ops h ON h.run_id = l.run_id AND h.tid = l.src_tid

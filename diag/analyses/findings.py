@@ -188,8 +188,8 @@ def _top_names(store: Store, run_id: int, layout: bool) -> dict[str, Any]:
     rows = (
         store.cursor()
         .execute(
-            """SELECT name, count(*), sum(dur_ns) FROM device_tasks WHERE run_id = ?
-           AND (task_kind = 'MEMCPY' OR regexp_matches(lower(coalesce(op_type, '') || ' ' || name),
+            """SELECT name, count(*), sum(dur_ns) FROM tasks WHERE run_id = ?
+           AND (kind = 'MEMCPY' OR regexp_matches(lower(coalesce(op, '') || ' ' || name),
                 'transdata|(^|[^a-z])cast|transpose|tensormove|inplacecopy'))
            GROUP BY name ORDER BY 3 DESC LIMIT 5""",
             [run_id],
@@ -300,9 +300,9 @@ def _top_ops(store: Store, run_id: int, e2e: int, n: int) -> Finding | None:
     rows = (
         store.cursor()
         .execute(
-            """SELECT coalesce(op_type, CASE WHEN name LIKE 'aclnn%' THEN split_part(name, '_', -1) ELSE name END) AS op,
-                  task_kind, count(*), sum(dur_ns)
-           FROM device_tasks WHERE run_id = ? AND task_kind NOT IN ('SYNC', 'COMM_TASK', 'COMMUNICATION')
+            """SELECT coalesce(op, CASE WHEN name LIKE 'aclnn%' THEN split_part(name, '_', -1) ELSE name END) AS op,
+                  kind, count(*), sum(dur_ns)
+           FROM tasks WHERE run_id = ? AND kind NOT IN ('SYNC', 'COMM_TASK', 'COMMUNICATION')
            GROUP BY ALL ORDER BY 4 DESC LIMIT ?""",
             [run_id, n],
         )

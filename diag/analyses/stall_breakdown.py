@@ -8,9 +8,10 @@ says what is active between two boundaries, and each such segment goes to one bu
 so the buckets partition the device span (E2E) exactly.  The vocabulary follows msprof-analyze's overall
 metrics: Computing = the compute buckets, Communication(Not Overlapped) = exposed communication, Free =
 exposed memcpy + idle (msprof counts copies as Free; we show them apart).  Steps are the host ProfilerStep
-ranges (device work is attributed to the step whose range holds it), else the kernels' Step Id.  A step's
-device span runs from its first to its last compute or communication task, as msprof's Overlap Analysis
-does; copies outside that span count in memcpy_total_ns, not in the buckets.
+ranges, else the kernels' Step Id.  The device span runs from the first to the last compute or
+communication task, as msprof's Overlap Analysis does, and is cut at the ProfilerStep boundaries, so idle
+time between steps (a host stall, a slow data loader) belongs to the step it falls in; copies outside the
+span count in memcpy_total_ns, not in the buckets.
 """
 
 from __future__ import annotations
@@ -121,9 +122,9 @@ def breakdown(store: Store, run_id: int) -> Breakdown:
         WITH rules AS (SELECT CAST(priority AS INTEGER) AS priority, pattern, string_split(kinds, '|') AS kinds,
                               bucket
                        FROM read_csv($rules, header=true, all_varchar=true, comment='#')),
-             t AS (SELECT start_ns, dur_ns, step, task_kind,
-                          lower(coalesce(op_type, '') || ' ' || coalesce(name, '')) AS key
-                   FROM device_tasks WHERE run_id = $run AND dur_ns > 0),
+             t AS (SELECT start_ns, dur_ns, step, kind AS task_kind,
+                          lower(coalesce(op, '') || ' ' || coalesce(name, '')) AS key
+                   FROM tasks WHERE run_id = $run AND dur_ns > 0),
              keys AS (SELECT DISTINCT task_kind, key FROM t WHERE task_kind NOT IN ({non_compute})),
              key_bucket AS (  -- classify each distinct op once, not each task
                SELECT k.task_kind, k.key,
@@ -151,10 +152,14 @@ def breakdown(store: Store, run_id: int) -> Breakdown:
     )
     if has_steps:
         step_source = "profiler_step"
-        windows = f"""SELECT r.step, min(t.s) AS lo, max(t.e) AS hi
-                      FROM ({_step_ranges_sql()}) r JOIN _tasks t ON t.s >= r.start_ns AND t.s < r.end_ns
-                      WHERE t.bucket <> 'memcpy'
-                      GROUP BY r.step"""
+        # The device span of the captured steps (first to last compute/communication task), cut at the
+        # ProfilerStep boundaries: gaps between steps count as idle of the step they fall in.
+        windows = f"""WITH r AS ({_step_ranges_sql()}),
+                 span AS (SELECT min(t.s) AS lo, max(t.e) AS hi FROM _tasks t
+                          WHERE t.bucket <> 'memcpy' AND t.s >= (SELECT min(start_ns) FROM r)
+                            AND t.s < (SELECT max(end_ns) FROM r))
+            SELECT r.step, greatest(r.start_ns, span.lo) AS lo, least(r.end_ns, span.hi) AS hi
+            FROM r, span WHERE r.end_ns > span.lo AND r.start_ns < span.hi"""
     else:
         any_step = cur.execute("SELECT count(*) FROM _tasks WHERE step IS NOT NULL").fetchall()[0][0]
         step_source = "kernel_step" if any_step else "none"

@@ -121,10 +121,11 @@ def build_timeline(
     )
     if n <= max_marks:
         events = cur.sql(
-            f"""SELECT e.lane, e.name, e.kind, e.start_ns, e.dur_ns,
+            f"""SELECT e.lane, e.name, coalesce(k.task_kind, e.kind) AS kind, e.start_ns, e.dur_ns,
                        concat_ws(' · ', k.op_type, k.input_shapes, k.input_dtypes) AS detail
                 FROM ({windowed}) e
-                LEFT JOIN (SELECT DISTINCT ON (start_ns, name) start_ns, name, op_type, input_shapes, input_dtypes
+                LEFT JOIN (SELECT DISTINCT ON (start_ns, name) start_ns, name, task_kind, op_type, input_shapes,
+                                  input_dtypes
                            FROM kernels WHERE run_id = $run AND start_ns BETWEEN $lo - 1000000 AND $hi) k
                   ON e.source = 'device' AND k.start_ns = e.start_ns AND k.name = e.name
                 ORDER BY e.lane, e.start_ns""",
