@@ -400,13 +400,12 @@ TABLES: tuple[Table, ...] = (
 VIEWS: tuple[str, ...] = (
     # Device tasks with what kernel_details knows of them (matched on run, start and name): the GE task type
     # (the trace says AI_CORE for vector kernels), op type, shapes and dtypes. Analyses read this view.
+    # (run, start, name) identifies a kernel: a device runs one task of a name at a given ns.
     """CREATE OR REPLACE VIEW tasks AS
        SELECT d.*, coalesce(k.task_kind, d.task_kind) AS kind, coalesce(d.op_type, k.op_type) AS op,
               k.accelerator_core, k.input_shapes, k.input_dtypes, k.output_dtypes, k.op_state
        FROM device_tasks d
-       LEFT JOIN (SELECT DISTINCT ON (run_id, start_ns, name) run_id, start_ns, name, task_kind, op_type,
-                         accelerator_core, input_shapes, input_dtypes, output_dtypes, op_state
-                  FROM kernels) k
+       LEFT JOIN kernels k
          ON d.source = 'trace_view' AND k.run_id = d.run_id AND k.start_ns = d.start_ns AND k.name = d.name""",
     # kernel PMU metrics in long form: one row per kernel and metric (e.g. aic_mac_ratio, aiv_vec_time(us)).
     """CREATE OR REPLACE VIEW kernel_pmu AS

@@ -100,7 +100,7 @@ def device_findings(store: Store, run_id: int, bd: Breakdown | None = None) -> l
                     "memcpy_exposed_ns": b["memcpy_exposed"],
                     "memcpy_total_ns": total.memcpy_total_ns,
                     "layout_cast_ns": b["layout"],
-                    **_top_names(store, run_id, layout=True),
+                    **_top_names(store, run_id),
                 },
                 "TransData/Cast come from format or dtype mismatches between ops: keep tensors in one format "
                 "(torch_npu.npu.config.allow_internal_format=False), one dtype, and avoid host↔device copies inside "
@@ -184,19 +184,23 @@ def _comm_wait_transit(store: Store, run_id: int) -> dict[str, int]:
     return {"wait_ns": int(row[0]), "transit_ns": int(row[1] or 0), "sync_ns": int(row[2] or 0)}
 
 
-def _top_names(store: Store, run_id: int, layout: bool) -> dict[str, Any]:
+def _top_names(store: Store, run_id: int) -> dict[str, Any]:
+    """The copies and layout/cast ops that cost most (aggregated by name before any pattern matching)."""
     rows = (
         store.cursor()
         .execute(
-            """SELECT name, count(*), sum(dur_ns) FROM tasks WHERE run_id = ?
-           AND (kind = 'MEMCPY' OR regexp_matches(lower(coalesce(op, '') || ' ' || name),
-                'transdata|(^|[^a-z])cast|transpose|tensormove|inplacecopy'))
-           GROUP BY name ORDER BY 3 DESC LIMIT 5""",
-            [run_id],
+            """WITH by_name AS (SELECT name, task_kind, count(*) AS n, sum(dur_ns) AS ns FROM device_tasks
+                            WHERE run_id = $run GROUP BY ALL),
+                kinfo AS (SELECT name, any_value(op_type) AS op_type FROM kernels WHERE run_id = $run GROUP BY name)
+           SELECT b.name, sum(b.n), sum(b.ns) FROM by_name b LEFT JOIN kinfo k USING (name)
+           WHERE b.task_kind = 'MEMCPY' OR regexp_matches(lower(coalesce(k.op_type, '') || ' ' || b.name),
+                 'transdata|(^|[^a-z])cast|transpose|tensormove|inplacecopy')
+           GROUP BY b.name ORDER BY 3 DESC LIMIT 5""",
+            {"run": run_id},
         )
         .fetchall()
     )
-    return {"top": [{"name": n, "count": c, "total_ns": int(s)} for n, c, s in rows]}
+    return {"top": [{"name": n, "count": int(c), "total_ns": int(s)} for n, c, s in rows]}
 
 
 def _idle_findings(
@@ -297,14 +301,20 @@ def _recompile_findings(store: Store, run_id: int, t: dict[str, Any]) -> list[Fi
 
 
 def _top_ops(store: Store, run_id: int, e2e: int, n: int) -> Finding | None:
+    # Aggregate by kernel name first (millions of tasks, hundreds of names), then name the op types.
     rows = (
         store.cursor()
         .execute(
-            """SELECT coalesce(op, CASE WHEN name LIKE 'aclnn%' THEN split_part(name, '_', -1) ELSE name END) AS op,
-                  kind, count(*), sum(dur_ns)
-           FROM tasks WHERE run_id = ? AND kind NOT IN ('SYNC', 'COMM_TASK', 'COMMUNICATION')
-           GROUP BY ALL ORDER BY 4 DESC LIMIT ?""",
-            [run_id, n],
+            """WITH by_name AS (SELECT name, task_kind, count(*) AS n, sum(dur_ns) AS ns FROM device_tasks
+                            WHERE run_id = $run GROUP BY ALL),
+                kinfo AS (SELECT name, any_value(op_type) AS op_type, any_value(task_kind) AS kind FROM kernels
+                          WHERE run_id = $run GROUP BY name)
+           SELECT coalesce(k.op_type, CASE WHEN b.name LIKE 'aclnn%' THEN split_part(b.name, '_', -1) ELSE b.name END)
+                      AS op, coalesce(k.kind, b.task_kind) AS kind, sum(b.n), sum(b.ns)
+           FROM by_name b LEFT JOIN kinfo k USING (name)
+           WHERE coalesce(k.kind, b.task_kind) NOT IN ('SYNC', 'COMM_TASK', 'COMMUNICATION')
+           GROUP BY ALL ORDER BY 4 DESC LIMIT $n""",
+            {"run": run_id, "n": n},
         )
         .fetchall()
     )
