@@ -253,15 +253,20 @@ class Ingestor:
                 cand.run_root.parent.name or cand.run_root.name,
                 _parent_shown(cand),
             )
-            run_id = store.ensure_run(
-                run_key_of(cand),
-                name=cand.run_root.name,
-                platform=parser.platform,
-                source=cand.run_source,
-                job_id=job_id,
-            )
+            scope = run_key_of(cand)
+            if getattr(parser, "creates_run", True):
+                run_id: int | None = store.ensure_run(
+                    scope,
+                    name=cand.run_root.name,
+                    platform=parser.platform,
+                    source=cand.run_source,
+                    job_id=job_id,
+                )
+            else:  # a log file joins the run of its folder when there is one, and creates none
+                found = con.execute("SELECT run_id FROM runs WHERE run_key = ?", [scope]).fetchall()
+                run_id = int(found[0][0]) if found else None
             outcome.run_id = run_id
-            entry = store.ledger_entry(run_id, cand.relpath)
+            entry = store.ledger_entry(scope, cand.relpath)
             if (
                 entry
                 and not self.replace
@@ -284,6 +289,7 @@ class Ingestor:
             store.record_file(
                 file_id=file_id,
                 run_id=run_id,
+                scope=scope,
                 relpath=cand.relpath,
                 source=cand.source,
                 sha256=digest,
@@ -294,7 +300,8 @@ class Ingestor:
                 message=outcome.message,
                 rows=sum(outcome.rows.values()),
             )
-            finalize_run(store, run_id)
+            if run_id is not None:
+                finalize_run(store, run_id)
         return outcome
 
     def _record_failure(self, cand: Candidate, outcome: FileOutcome) -> None:

@@ -88,7 +88,14 @@ TABLES: tuple[Table, ...] = (
         "the ledger of ingested files",
         (
             _c("file_id", "BIGINT PRIMARY KEY"),
-            _c("run_id", "BIGINT", "NULL when the file failed before a run existed"),
+            _c(
+                "run_id", "BIGINT", "NULL when the file failed before a run existed, or a log outside any run"
+            ),
+            _c(
+                "scope",
+                "VARCHAR",
+                "the run folder's identity (run key): with relpath, what makes a file 'the same'",
+            ),
             _c("relpath", "VARCHAR NOT NULL", "path relative to the run folder"),
             _c("source", "VARCHAR NOT NULL", "path as given (archive!member for archives)"),
             _c("sha256", "VARCHAR NOT NULL"),
@@ -381,6 +388,34 @@ TABLES: tuple[Table, ...] = (
             _c("hit_rate", "DOUBLE"),
             _c("victim_rate", "DOUBLE"),
             _c("op_name", "VARCHAR"),
+        ),
+    ),
+    Table(
+        "log_records",
+        "one record of a CANN / torch_npu log (a multi-line record kept whole), classified at ingest",
+        (
+            _c("run_id", "BIGINT", "the run of the same folder, when there is one"),
+            _c("file_id", "BIGINT NOT NULL"),
+            _c("record_no", "BIGINT", "1-based record index in the file"),
+            _c("line_no", "BIGINT", "first line of the record (1-based)"),
+            _c("line_count", "INTEGER"),
+            _c("ts_ns", "BIGINT", "log local time as if UTC, ns (CANN logs carry no time zone)"),
+            _c("level", "VARCHAR", "ERROR | WARNING | INFO | DEBUG | EVENT | TRACE"),
+            _c("module", "VARCHAR", "HCCL, GE, RUNTIME, ASCENDCL, DRV, TORCHAIR, PTA…"),
+            _c("pid", "BIGINT"),
+            _c("tid", "BIGINT"),
+            _c("process_name", "VARCHAR"),
+            _c("device_id", "INTEGER"),
+            _c("rank", "INTEGER"),
+            _c("source_loc", "VARCHAR", "CANN source file:line of the log call"),
+            _c("code", "VARCHAR", "error code: EZ9999, EI0002, ERR00100, W11001, 507015…"),
+            _c("message", "VARCHAR"),
+            _c("raw", "VARCHAR", "the record's text as in the file"),
+            _c(
+                "category", "VARCHAR", "classification rule's category (device_exception, hccl_timeout, oom…)"
+            ),
+            _c("rule_id", "VARCHAR"),
+            _c("severity", "VARCHAR"),
         ),
     ),
     Table(

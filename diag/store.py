@@ -86,6 +86,19 @@ class Store:
             q(con, f"CREATE SEQUENCE IF NOT EXISTS {seq} START 1")
         for table in TABLES:
             q(con, table.ddl())
+            # A database written by an older diag gains the columns added since (schema additions only).
+            have = {
+                r[0]
+                for r in q(
+                    con,
+                    "SELECT column_name FROM information_schema.columns WHERE table_name = ?",
+                    [table.name],
+                )
+            }
+            for col in table.columns:
+                if col.name not in have:
+                    base_type = col.type.split(" ")[0]
+                    q(con, f'ALTER TABLE "{table.name}" ADD COLUMN "{col.name}" {base_type}')
         for view in VIEWS:
             q(con, view)
         q(con, "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
@@ -176,11 +189,12 @@ class Store:
             q(con, "DELETE FROM runs WHERE run_id = ?", [run_id])
 
     # -- ledger ----------------------------------------------------------------------------------------------
-    def ledger_entry(self, run_id: int, relpath: str) -> LedgerEntry | None:
+    def ledger_entry(self, scope: str, relpath: str) -> LedgerEntry | None:
+        """The stored file at ``relpath`` of a run folder (``scope`` = the run key), if any."""
         row = self.con.execute(
             "SELECT file_id, run_id, sha256, parser, parser_version, status FROM files "
-            "WHERE run_id = ? AND relpath = ? AND status <> 'failed'",
-            [run_id, relpath],
+            "WHERE scope = ? AND relpath = ? AND status <> 'failed'",
+            [scope, relpath],
         ).fetchall()
         return LedgerEntry(*row[0]) if row else None
 
@@ -198,6 +212,7 @@ class Store:
         file_id: int,
         run_id: int | None,
         relpath: str,
+        scope: str | None = None,
         source: str,
         sha256: str,
         size_bytes: int,
@@ -209,11 +224,12 @@ class Store:
     ) -> None:
         q(
             self.con,
-            "INSERT INTO files (file_id, run_id, relpath, source, sha256, size_bytes, parser, parser_version, "
-            "status, message, rows) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO files (file_id, run_id, scope, relpath, source, sha256, size_bytes, parser, parser_version, "
+            "status, message, rows) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             [
                 file_id,
                 run_id,
+                scope,
                 relpath,
                 source,
                 sha256,
