@@ -102,18 +102,7 @@ class Store:
         for view in VIEWS:
             q(con, view)
         q(con, "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
-        self._load_rules()
-
-    def _load_rules(self) -> None:
-        """Rules are data (CSV): reloaded on every writable open so that edits take effect."""
-        kinds = RULES_DIR / "task_kinds.csv"
-        q(
-            self.con,
-            "CREATE OR REPLACE TABLE rule_task_kinds AS "
-            "SELECT upper(trim(task_type)) AS task_type, task_kind "
-            "FROM read_csv(?, header=true, all_varchar=true, comment='#')",
-            [str(kinds)],
-        )
+        q(con, "DROP TABLE IF EXISTS rule_task_kinds")  # rules are compiled into SQL from diag/rules now
 
     @contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:

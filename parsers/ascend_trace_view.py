@@ -125,10 +125,14 @@ class AscendTraceViewParser:
         run, file = ctx.run_id, ctx.file_id
         # Newer torch_npu packs device-side pids as (host_pid << 10) | (sort_index << 5) | device_id.
         # Only trusted when the high bits are the host (Python) pid: older traces used other schemes.
-        q(con, """UPDATE runs SET device = (
+        q(
+            con,
+            """UPDATE runs SET device = (
                     SELECT min(d.pid & 31) FROM _procs d JOIN _procs h ON h.process = 'Python' AND d.pid >> 10 = h.pid
                     WHERE d.process IN ('Ascend Hardware', 'HCCL', 'Communication', 'Overlap Analysis'))
-                  WHERE run_id = ? AND device IS NULL""", [run])
+                  WHERE run_id = ? AND device IS NULL""",
+            [run],
+        )
         # kernel_details rows stood in for device tasks while the run had no trace; the trace replaces them.
         replaced = q(
             con,
