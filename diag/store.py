@@ -40,7 +40,7 @@ def q(con: duckdb.DuckDBPyConnection, sql: str, params: object = None) -> list[t
 
 def default_memory_limit() -> str:
     """DuckDB's own default is 80% of RAM; ingest of a GB trace needs far less and must stay bounded."""
-    return os.environ.get("DIAG_MEMORY_LIMIT", "1GB")
+    return os.environ.get("DIAG_MEMORY_LIMIT", "512MB")
 
 
 class Store:

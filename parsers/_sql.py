@@ -16,8 +16,13 @@ def ident(name: str) -> str:
 
 
 def clean(expr: str) -> str:
-    """Trimmed text with the exporters' null markers ('', 'N/A') as NULL."""
+    """Trimmed text with the exporters' null markers ('', 'N/A') as NULL (timestamps carry a trailing TAB)."""
     return f"NULLIF(NULLIF(trim({expr}, {_WS}), 'N/A'), '')"
+
+
+def bare(expr: str) -> str:
+    """The null markers as NULL, untrimmed: for columns the exporters never pad (numeric casts ignore spaces)."""
+    return f"NULLIF(NULLIF({expr}, 'N/A'), '')"
 
 
 def ts_us_to_ns(expr: str, strict: bool = True) -> str:
@@ -47,24 +52,22 @@ def scaled_int(expr: str, factor: float, strict: bool = False) -> str:
 
 
 def as_bigint(expr: str, sentinel_null: bool = True) -> str:
-    """Integer column; UINT32_MAX / UINT64_MAX are the exporters' 'invalid' sentinels."""
-    value = f"TRY_CAST({clean(expr)} AS HUGEINT)"
-    if sentinel_null:
-        value = f"NULLIF(NULLIF({value}, 4294967295), 18446744073709551615)"
-    return f"CAST({value} AS BIGINT)"
+    """Integer column; UINT32_MAX / UINT64_MAX are the exporters' 'invalid' sentinels (and do not fit BIGINT)."""
+    value = f"TRY_CAST({bare(expr)} AS BIGINT)"
+    return f"NULLIF({value}, 4294967295)" if sentinel_null else value
 
 
 def as_double(expr: str) -> str:
-    return f"TRY_CAST({clean(expr)} AS DOUBLE)"
+    return f"TRY_CAST({bare(expr)} AS DOUBLE)"
 
 
 def as_text(expr: str) -> str:
-    return clean(expr)
+    return bare(expr)
 
 
 def unquote_shapes(expr: str) -> str:
     """Shape cells carry a literal pair of quotes inside the CSV quoting: '"4096,12288"' → '4096,12288'."""
-    return f"NULLIF(trim({clean(expr)}, '\"'), '')"
+    return f"NULLIF(trim({bare(expr)}, '\"'), '')"
 
 
 def _task_kind_rules() -> list[tuple[str, str]]:

@@ -8,6 +8,7 @@ events are split into device tasks, host ops, flows, Overlap Analysis slices, st
 
 from __future__ import annotations
 
+import contextlib
 import re
 from pathlib import Path
 
@@ -92,9 +93,11 @@ class AscendTraceViewParser:
         finally:
             if src_path != ctx.path:
                 src_path.unlink(missing_ok=True)
-            q(con, "DROP VIEW IF EXISTS _x")
-            for t in ("_tv", "_procs", "_threads"):
-                q(con, f"DROP TABLE IF EXISTS {t}")
+            # After a failed statement the transaction is aborted and takes these with it: never mask the error.
+            with contextlib.suppress(duckdb.Error):
+                q(con, "DROP VIEW IF EXISTS _x")
+                for t in ("_tv", "_procs", "_threads"):
+                    q(con, f"DROP TABLE IF EXISTS {t}")
         return result
 
     def _load(self, ctx: ParseContext, path: Path, result: ParseResult) -> None:
