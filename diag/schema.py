@@ -449,6 +449,8 @@ VIEWS: tuple[str, ...] = (
             LATERAL (SELECT unnest(c.names) AS metric, unnest(k.pmu_values) AS value) m""",
 )
 
+VIEW_NAMES: tuple[str, ...] = tuple(v.split("VIEW ", 1)[1].split()[0] for v in VIEWS)
+
 TABLE_BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
 DATA_TABLES: tuple[str, ...] = tuple(t.name for t in TABLES if t.per_file)
 

@@ -49,6 +49,8 @@ class Store:
         self.read_only = read_only
         if read_only and not self.path.exists():
             raise StoreError(f"{self.path}: no such database (run `diag ingest` first)")
+        if read_only:
+            self._upgrade_if_needed()
         try:
             self.con = duckdb.connect(str(self.path), read_only=read_only)
         except duckdb.Error as exc:
@@ -62,6 +64,32 @@ class Store:
         if not read_only:
             q(self.con, f"SET temp_directory='{tmp.as_posix()}'")
             self.migrate()
+
+    def _upgrade_if_needed(self) -> None:
+        """A database from an older diag lacks newer views/columns: migrate it once, briefly read-write."""
+        try:
+            with duckdb.connect(str(self.path), read_only=True) as con:
+                version = con.execute("SELECT max(value) FROM meta WHERE key = 'schema_version'").fetchall()[
+                    0
+                ][0]
+                views = {
+                    r[0]
+                    for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()
+                }
+        except duckdb.Error:
+            return  # not ours, or locked by a writer: the real open below reports it
+        if (
+            version == str(SCHEMA_VERSION)
+            and all(f"VIEW {v} " in " ".join(VIEWS) for v in views)
+            and len(views) >= len(VIEWS)
+        ):
+            return
+        try:
+            Store(self.path).close()
+        except (duckdb.Error, StoreError) as exc:
+            raise StoreError(
+                f"{self.path}: written by an older diag and busy, cannot upgrade it now: {exc}"
+            ) from exc
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def close(self) -> None:

@@ -179,3 +179,12 @@ def test_findings_cli_json(tmp_path):
     code, payload = cli_json("breakdown", "--db", str(db))
     total = payload["runs"][0]["total"]
     assert sum(total["buckets_ns"].values()) == total["e2e_ns"]
+
+
+def test_breakdown_compares_with_overlap_analysis_when_no_step_trace(tmp_path):
+    store = _ingest(tmp_path, REAL_AICPU_TRACE)
+    rows = {r["metric"]: r for r in breakdown(store, 1).steps[0].ours_vs_export()}
+    # mstt trace: no step_trace_time.csv, but Overlap Analysis slices (Computing 1,788,267 ns, Free 9,481,699 ns)
+    assert rows["Computing"]["export_ns"] == 1788267 and abs(rows["Computing"]["diff_pct"]) < 1.0
+    assert rows["Free"]["export_ns"] == 9481699 and abs(rows["Free"]["diff_pct"]) < 1.0
+    store.close()

@@ -82,6 +82,7 @@ class StepBreakdown:
         rows = []
         for metric, mine in ours.items():
             other = theirs[metric]
+            other = None if other is None else int(other)
             diff = None if not other else 100.0 * (mine - other) / other
             rows.append(
                 {
@@ -107,6 +108,28 @@ def _step_ranges_sql() -> str:
     return """
         SELECT step, start_ns, end_ns FROM steps WHERE run_id = $run AND step IS NOT NULL
     """
+
+
+def _overlap_exports(cur, run_id: int, wins: dict) -> dict:  # noqa: ANN001
+    """Without step_trace_time.csv, the trace's own Overlap Analysis slices, summed per step window."""
+    out: dict = {}
+    for step, (lo, hi) in wins.items():
+        rows = dict(
+            cur.execute(
+                "SELECT kind, sum(least(start_ns + dur_ns, $hi) - greatest(start_ns, $lo)) FROM overlap_slices "
+                "WHERE run_id = $run AND start_ns < $hi AND start_ns + dur_ns > $lo GROUP BY kind",
+                {"run": run_id, "lo": lo, "hi": hi},
+            ).fetchall()
+        )
+        if rows:
+            out[step] = {
+                "computing_ns": rows.get("Computing"),
+                "comm_not_overlapped_ns": rows.get("Communication(Not Overlapped)"),
+                "communication_ns": rows.get("Communication"),
+                "free_ns": rows.get("Free"),
+                "source": "overlap_analysis",
+            }
+    return out
 
 
 def breakdown(store: Store, run_id: int) -> Breakdown:
@@ -201,6 +224,8 @@ def breakdown(store: Store, run_id: int) -> Breakdown:
             {"run": run_id},
         ).fetchall()
     }
+    if not exports and wins:
+        exports = _overlap_exports(cur, run_id, wins)
     cur.execute("DROP TABLE IF EXISTS _tasks").fetchall()
     by_step: dict[int | None, StepBreakdown] = {}
     for step, (lo, hi) in wins.items():
