@@ -17,6 +17,7 @@ from parsers import (
     ascend_profiler_info,
     ascend_step_trace_time,
     ascend_trace_view,
+    cann_log,
 )
 from parsers._base import ParseContext, Parser, ParseResult, Probe
 
@@ -35,6 +36,7 @@ PARSERS: tuple[Parser, ...] = (
     ascend_op_statistic.PARSER,
     ascend_api_statistic.PARSER,
     ascend_l2_cache.PARSER,
+    cann_log.PARSER,  # last: logs are claimed by content only when no export parser took the file
 )
 
 PARSER_BY_NAME: dict[str, Parser] = {p.name: p for p in PARSERS}

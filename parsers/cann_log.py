@@ -50,10 +50,11 @@ PLOG_RX = (
     rf"^\[(?P<level>{LEVELS})\]\s?(?P<module>[A-Z][A-Z0-9_]*)\((?P<pid>\d+),(?P<pname>[^)]*)\):{_TS}[- ]{_HMS}"
     r"\.(?P<ms>\d{3})\.(?P<us>\d{3})\s*(?:\[status:\w+\]\s*)?\[(?P<src>[^\]\s]+?:\d+)\](?P<body>.*)$"
 )
+_LEVEL_TAG = rf"\[(?:{LEVELS})\]"
 GLUED = rf"(\S)(\[(?:{LEVELS})\]\s?[A-Z][A-Z0-9_]*\(\d+,[^)]*\):\d{{4}}-)"
 PREFIX_RX = (
     r"^(?P<pfile>[^\s:\[\]()]+\.log:)?(?:\((?P<actor>[^()]{1,80}?) pid=(?P<apid>\d+)(?:, ip=[^)]*)?\)\s)?"
-    r"(?:\[?rank(?P<trank>\d+)\]:)?(?:(?P<vlevel>ERROR|WARNING|INFO|DEBUG|CRITICAL) (?:(?P<Y>\d{4})-)?"
+    r"(?:\[?rank(?P<trank>\d+)\]: ?)?(?:(?P<vlevel>ERROR|WARNING|INFO|DEBUG|CRITICAL) (?:(?P<Y>\d{4})-)?"
     r"(?P<M>\d\d)-(?P<D>\d\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:[.,](?P<f>\d+))? \[?[\w./-]+:\d+\] ?)?"
     r"(?P<rest>.*)$"
 )
@@ -91,8 +92,10 @@ CODES = (  # in priority order; the first found is the record's code
 )
 RANK_RX = r"(?:RankID:|rankId\[|(?:^|[^\w])rank\[)(?P<x>\d+)"
 DEVICE_RX = r"(?:Device:|device_id=|dev_id=|deviceLogicId\[|deviceId\[|\(NPU |device\()(?P<x>\d+)[,;)\]\s]"
+LEVEL_TAGS = {"ER": "ERROR", "WA": "WARNING", "IN": "INFO", "DE": "DEBUG", "EV": "EVENT", "TR": "TRACE"}
 LEVEL_NAMES = {"W": "WARNING", "E": "ERROR", "I": "INFO", "F": "ERROR", "D": "DEBUG", "WARN": "WARNING",
                "CRITICAL": "ERROR", "FATAL": "ERROR"}  # fmt: skip
+PREFIX_FIELDS = {"p_level": pl.String, "p_ts": pl.Int64, "p_rank": pl.Int32, "p_pid": pl.Int64}
 _PLOG_NAME = re.compile(r"^(?:plog|device)-(?:app-)?(\d+)_\d{14,17}\.log$")
 _DEVICE_DIR = re.compile(r"^device-(\d+)$")
 COLUMNS = {
@@ -181,7 +184,8 @@ _STRONG = re.compile(
     r"|\[PID: ?\d+\] \d{4}-\d\d-\d\d-\d\d:\d\d:\d\d\.\d{3}\.\d{3} [\w -]+\([EWI][0-9A-Z]\d{4}\):"
     r"|\(PID:\d+, Device:-?\d+, RankID:-?\d+\) ERR\d{5}|\[W(?:\d{3,4} [\d:.]+)? ?[\w./-]+:\d+\] Warning: "
     r"|NPU out of memory\. Tried to allocate|will fall back to run on the CPU|(?:NPU|OPS|HCCL) function error: "
-    r"|GetWorkspaceSize not in libopapi|Unsupported soc version: |does not hit the high-priority operator",
+    r"|GetWorkspaceSize not in libopapi|Unsupported soc version: |does not hit the high-priority operator"
+    r"|The (?:error|extend info) from device\(|\[FUNC:\w+\]\[FILE:[\w.]+\]\[LINE:\d+\]",
     re.M,
 )
 _WEAK = re.compile(
@@ -236,11 +240,8 @@ def _ts_ns(cols: set[str]) -> pl.Expr:
 def _conform(df: pl.DataFrame) -> pl.DataFrame:
     """Keep the line columns and LINE_FIELDS (missing ones as NULL), typed."""
     have = set(df.columns)
-    keep = [pl.col(c) for c in ("ord", "line_no", "l", "c", "p_level", "p_ts", "p_rank", "p_pid") if c in have]
-    fields = [
-        (pl.col(n).cast(t, strict=False) if n in have else pl.lit(None, t)).alias(n) for n, t in LINE_FIELDS.items()
-    ]
-    return df.select(keep + fields)
+    cols = {"ord": pl.UInt32, "line_no": pl.Int64, "l": pl.String, "c": pl.String, **PREFIX_FIELDS, **LINE_FIELDS}
+    return df.select((pl.col(n).cast(t, strict=False) if n in have else pl.lit(None, t)).alias(n) for n, t in cols.items())
 
 
 def _plog_fast(df: pl.DataFrame) -> pl.DataFrame:
@@ -250,17 +251,26 @@ def _plog_fast(df: pl.DataFrame) -> pl.DataFrame:
         p1=l.str.find("]", literal=True), p2=l.str.find("(", literal=True),
         pc=l.str.find(",", literal=True), p3=l.str.find("):", literal=True),
     )  # fmt: skip
-    stamp = pl.concat_str([l.str.slice(p3 + 2, 10), l.str.slice(p3 + 13, 8)], separator=" ")
+    stamp = l.str.slice(p3 + 2, 19)
     df = df.with_columns(
-        level=l.str.slice(1, p1 - 1),
+        level=l.str.slice(1, 2).replace_strict(LEVEL_TAGS, default=None),
         module=l.str.slice(p1 + 1, p2 - p1 - 1).str.strip_chars_start(" "),
         pid=l.str.slice(p2 + 1, pc - p2 - 1).cast(pl.Int64, strict=False),
         pname=l.str.slice(pc + 1, p3 - pc - 1),
-        ts_ns=stamp.str.to_datetime("%Y-%m-%d %H:%M:%S", time_unit="ns", strict=False, cache=True).cast(pl.Int64)
+        ts_ns=stamp.str.to_datetime("%Y-%m-%d-%H:%M:%S", time_unit="ns", strict=False, cache=True).cast(pl.Int64)
         + l.str.slice(p3 + 22, 3).cast(pl.Int64, strict=False) * 1_000_000
         + l.str.slice(p3 + 26, 3).cast(pl.Int64, strict=False) * 1000,
-        rest=l.str.slice(p3 + 29).str.strip_chars_start(" ").str.replace(r"^\[status:\w+\] *", ""),
+        rest=l.str.slice(p3 + 29).str.strip_chars_start(" "),
     )
+    if df["ts_ns"].null_count():  # TorchAir writes a space between date and time
+        spaced = stamp.str.to_datetime("%Y-%m-%d %H:%M:%S", time_unit="ns", strict=False, cache=True).cast(pl.Int64)
+        frac = pl.col("ts_ns").fill_null(0)  # the ms/µs part of a NULL sum is gone: recompute it
+        frac = l.str.slice(p3 + 22, 3).cast(pl.Int64, strict=False) * 1_000_000 + l.str.slice(p3 + 26, 3).cast(
+            pl.Int64, strict=False
+        ) * 1000
+        df = df.with_columns(ts_ns=pl.coalesce(pl.col("ts_ns"), spaced + frac))
+    if df["rest"].str.starts_with("[status:").any():
+        df = df.with_columns(rest=pl.col("rest").str.replace(r"^\[status:\w+\] *", ""))
     p5 = pl.col("rest").str.find("]", literal=True)
     df = df.with_columns(src=pl.col("rest").str.slice(1, p5 - 1), body=pl.col("rest").str.slice(p5 + 1))
     return _split_body(df.with_columns(c=l))
@@ -283,19 +293,19 @@ def _strip_prefixes(df: pl.DataFrame) -> pl.DataFrame:
     prefixed = df["l"].str.contains(_PREFIXED)
     plain = df.filter(~prefixed).with_columns(c=pl.col("l"))
     if not prefixed.any():
-        return plain
+        return _conform(plain)
     x = df.filter(prefixed).with_columns(x=pl.col("l").str.extract_groups(PREFIX_RX)).unnest("x")
     cols = set(x.columns)
     x = x.with_columns(
         c=pl.col("rest"),
         p_level=pl.col("vlevel"),
-        p_ts=_ts_ns(cols) if pl.col("Y").is_not_null() is not None else None,
+        p_ts=_ts_ns(cols),
         p_rank=pl.coalesce(pl.col("trank"), pl.col("actor").str.extract(r"rank=(\d+)", 1)).cast(pl.Int32, strict=False),
         p_pid=pl.coalesce(pl.col("apid"), pl.col("pfile").str.extract(r"(?:plog|device)-(\d+)_", 1)).cast(
             pl.Int64, strict=False
         ),
     )
-    return pl.concat([plain, x.select("ord", "line_no", "l", "c", "p_level", "p_ts", "p_rank", "p_pid")], how="diagonal_relaxed")
+    return pl.concat([_conform(plain), _conform(x)])
 
 
 def _forms(df: pl.DataFrame) -> list[pl.DataFrame]:
@@ -304,8 +314,8 @@ def _forms(df: pl.DataFrame) -> list[pl.DataFrame]:
     which = pl.when(c.str.contains(PLOG_RX)).then(pl.lit("plog"))
     for name, rx in FORMS:
         which = which.when(c.str.contains(rx)).then(pl.lit(name))
-    df = df.with_columns(form=which.otherwise(pl.lit(None, pl.String)))
-    parts = [_conform(df.filter(pl.col("form").is_null()).with_columns(msg=c))]
+    df = df.select("ord", "line_no", "l", "c", *PREFIX_FIELDS).with_columns(form=which.otherwise(pl.lit(None, pl.String)))
+    parts = [_conform(df.filter(pl.col("form").is_null()).with_columns(msg=c).drop("form"))]
     for name, rx in (("plog", PLOG_RX), *FORMS):
         sub = df.filter(pl.col("form") == name)
         if sub.is_empty():
@@ -336,19 +346,259 @@ def _console_fields(sub: pl.DataFrame, name: str) -> pl.DataFrame:
 def parse_lines(lines: list[str], line0: int) -> pl.DataFrame:
     """One row per non-blank line (glued records split): its fields, and whether it can start a record."""
     df = pl.DataFrame({"line_no": np.arange(line0, line0 + len(lines), dtype=np.int64), "l": lines})
-    if df["l"].str.contains(GLUED).any():
+    if (df["l"].str.count_matches(_LEVEL_TAG) > 1).any():
         df = df.with_columns(l=pl.col("l").str.replace_all(GLUED, "${1}\n${2}").str.split("\n")).explode("l")
-    df = df.with_row_index("ord").filter(pl.col("l").str.strip_chars() != "")
+    df = df.with_row_index("ord").filter(pl.col("l").str.contains(r"\S"))
     fast = df["l"].str.contains(PLOG_FAST)
     parts = [_plog_fast(df.filter(fast))] if fast.any() else []
     other = df.filter(~fast)
     if not other.is_empty():
         parts += _forms(_strip_prefixes(other))
-    out = pl.concat([_conform(p) for p in parts], how="diagonal_relaxed").sort("ord")
+    out = pl.concat(parts).sort("ord")
     return out.with_columns(
         level=pl.coalesce(pl.col("level"), pl.col("p_level")).replace(LEVEL_NAMES),
         ts_ns=pl.coalesce(pl.col("ts_ns"), pl.col("p_ts")),
         rank=pl.coalesce(pl.col("rank"), pl.col("p_rank")),
         pid=pl.coalesce(pl.col("pid"), pl.col("p_pid")),
-        cont=pl.col("form").is_null() & pl.col("c").str.contains(CONT),
     ).drop("p_level", "p_ts", "p_rank", "p_pid")
+
+
+# -- lines → records -----------------------------------------------------------------------------------------
+CODE_ANY = "|".join(rx.replace("(?P<x>", "(") for _, rx in CODES)
+
+
+def mark_starts(lines: pl.DataFrame, plog_mode: bool) -> pl.DataFrame:
+    """A recognised header starts a record; in a console capture so does any line that is not a continuation."""
+    start = pl.col("form").is_not_null()
+    if not plog_mode:
+        start = start | ~pl.col("c").str.contains(CONT)
+    return lines.with_columns(start=start)
+
+
+def group_records(lines: pl.DataFrame) -> pl.DataFrame:
+    """Records from lines with a ``start`` flag: the first line's fields, the raw text, continuation in msg.
+
+    ``rec`` numbers the records from 0 in file order; only the lines of multi-line records are grouped.
+    """
+    start = pl.col("start") | (pl.int_range(pl.len()) == 0)
+    lines = lines.with_columns(start=start).with_columns(rec=pl.col("start").cum_sum().cast(pl.Int64) - 1)
+    single = pl.col("start") & pl.col("start").shift(-1, fill_value=True)
+    one = lines.filter(single).with_columns(raw=pl.col("l"), last_line=pl.col("line_no"))
+    if one.height == lines.height:
+        return one
+    firsts = [pl.col(c).first() for c in ("line_no", *LINE_FIELDS)]
+    multi = lines.filter(~single).group_by("rec", maintain_order=True).agg(
+        *firsts,
+        raw=pl.col("l").str.join("\n"),
+        more=pl.col("c").slice(1).str.join("\n"),
+        last_line=pl.col("line_no").last(),
+    )
+    more = pl.col("more")
+    multi = multi.with_columns(msg=pl.when(more != "").then(pl.col("msg") + "\n" + more).otherwise(pl.col("msg")))
+    keep = ["rec", "line_no", *LINE_FIELDS, "raw", "last_line"]
+    return pl.concat([one.select(keep), multi.select(keep)])
+
+
+def enrich(rec: pl.DataFrame, file_pid: int | None, file_device: int | None) -> pl.DataFrame:
+    """Error code (first found of CODES), rank and device named in the message; file-name pid / device."""
+    msg = pl.col("msg")
+    code = rec["code"]
+    hits = np.flatnonzero(rec["msg"].str.contains(CODE_ANY).fill_null(False).to_numpy())
+    if len(hits):
+        found = rec[hits].select(pl.coalesce(pl.col("code"), *[msg.str.extract(rx, 1) for _, rx in CODES]))
+        code = code.scatter(hits, found.to_series())
+    letter = code.str.extract(r"^([EWI])[0-9A-Z]\d{4}$", 1).replace({"E": "ERROR", "W": "WARNING", "I": "INFO"})
+    return rec.with_columns(
+        code=code,
+        level=pl.coalesce(pl.col("level"), letter),
+        rank=pl.coalesce(pl.col("rank"), msg.str.extract(RANK_RX, 1).cast(pl.Int32, strict=False)),
+        dev=pl.coalesce(pl.col("dev"), msg.str.extract(DEVICE_RX, 1).cast(pl.Int32, strict=False), pl.lit(file_device, pl.Int32)),
+        pid=pl.coalesce(pl.col("pid"), pl.lit(file_pid, pl.Int64)),
+        pname=pl.when(pl.col("pname") != "").then(pl.col("pname")),
+    )
+
+
+def to_table(rec: pl.DataFrame, run_id: int | None, file_id: int, record0: int) -> pa.Table:
+    out = rec.with_columns(
+        run_id=pl.lit(run_id, pl.Int64),
+        file_id=pl.lit(file_id, pl.Int64),
+        record_no=pl.col("rec") + (record0 + 1),
+        line_count=(pl.col("last_line") - pl.col("line_no") + 1).cast(pl.Int32),
+        process_name=pl.col("pname"),
+        device_id=pl.col("dev"),
+        source_loc=pl.col("src"),
+        message=pl.col("msg"),
+    )
+    return out.select(pl.col(c).cast(t) for c, t in COLUMNS.items()).to_arrow()
+
+
+# -- reading -------------------------------------------------------------------------------------------------
+@dataclass
+class _Text:
+    """What decoding saw: notes for the ingest summary."""
+
+    encoding: str = "utf-8"
+    nul_bytes: int = 0
+    replaced: bool = False
+    truncated_last_line: bool = False
+
+
+def _decode(raw: bytes, seen: _Text) -> str:
+    if b"\x00" in raw:  # a writer killed mid-block leaves NUL padding: drop it, keep the text
+        seen.nul_bytes += raw.count(b"\x00")
+        raw = raw.replace(b"\x00", b"")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    try:  # logs on Chinese systems are often GBK (a subset of GB18030)
+        text = raw.decode("gb18030")
+        seen.encoding = "gb18030"
+        return text
+    except UnicodeDecodeError:
+        seen.replaced = True
+        return raw.decode("utf-8", errors="replace")
+
+
+def read_blocks(path: Path, display: str, seen: _Text) -> Iterator[tuple[list[str], bool]]:
+    """Blocks of whole lines (CR/LF stripped) and whether the block is the file's last."""
+    pending = b""
+    ahead: list[str] | None = None
+    with open(path, "rb") as fh:
+        first = True
+        while True:
+            chunk = fh.read(BLOCK_BYTES)
+            data = pending + chunk
+            if first:
+                if _looks_binary(data[:65536]):
+                    raise BadInputError(display, "binary content (control bytes), not a text log")
+                data = data.removeprefix(b"\xef\xbb\xbf")
+                first = False
+            if chunk:
+                cut = data.rfind(b"\n")
+                if cut < 0 and len(data) < MAX_LINE_BYTES:
+                    pending = data
+                    continue
+                cut = len(data) - 1 if cut < 0 else cut
+                pending, data = data[cut + 1 :], data[: cut + 1]
+            elif data and not data.endswith(b"\n"):
+                seen.truncated_last_line = True
+            if not data:
+                break
+            text = _decode(data, seen).replace("\r\n", "\n")
+            lines = text.split("\n")
+            if lines and lines[-1] == "":
+                lines.pop()
+            lines = [x.rstrip("\r") for x in lines] if "\r" in text else lines
+            if ahead is not None:
+                yield ahead, False
+            ahead = lines
+            if not chunk:
+                break
+    if ahead is not None:
+        yield ahead, True
+
+
+# -- the parser ----------------------------------------------------------------------------------------------
+def _file_hints(path: Path) -> tuple[int | None, int | None, bool]:
+    """pid from plog-<pid>_<ts>.log / device-<pid>_<ts>.log, device from a device-<id> folder; plog by name."""
+    m = _PLOG_NAME.match(path.name)
+    d = _DEVICE_DIR.match(path.parent.name)
+    return (int(m.group(1)) if m else None, int(d.group(1)) if d else None, m is not None)
+
+
+def _batches(ctx: ParseContext, seen: _Text) -> Iterator[pa.Table]:
+    rules = load_rules()
+    file_pid, file_device, plog_mode = _file_hints(ctx.path)
+    carry: pl.DataFrame | None = None
+    line0, record0, decided = 1, 0, plog_mode
+    for lines, last in read_blocks(ctx.path, ctx.display, seen):
+        parsed = parse_lines(lines, line0)
+        line0 += len(lines)
+        if not decided and parsed.height:  # a plog without its usual name: most lines are headers
+            plog_mode, decided = bool((parsed["form"] == "plog").fill_null(False).mean() >= 0.5), True
+        parsed = mark_starts(parsed, plog_mode)
+        if carry is not None:
+            parsed = pl.concat([carry, parsed])
+            carry = None
+        if not last:  # the last record may go on in the next block
+            starts = np.flatnonzero(parsed["start"].to_numpy())
+            if len(starts) and starts[-1] > 0:
+                parsed, carry = parsed[: starts[-1]], parsed[starts[-1] :]
+        if parsed.is_empty():
+            continue
+        rec = classify(enrich(group_records(parsed), file_pid, file_device), rules)
+        yield to_table(rec, ctx.run_id, ctx.file_id, record0)
+        record0 += int(rec["rec"].max()) + 1  # type: ignore[arg-type]
+
+
+class CannLogParser:
+    name = "cann_log"
+    version = 1
+    platform = "ascend"
+    creates_run = False  # a log joins the run of its folder when there is one
+
+    def detect(self, probe: Probe) -> bool:
+        return detect(probe)
+
+    def parse(self, ctx: ParseContext) -> ParseResult:
+        result, seen = ParseResult(), _Text()
+        rows = 0
+        for table in _pipelined(_batches(ctx, seen)):
+            ctx.con.register("_log_batch", table)
+            try:
+                ctx.con.execute("INSERT INTO log_records BY NAME SELECT * FROM _log_batch").fetchall()
+            finally:
+                ctx.con.unregister("_log_batch")
+            rows += table.num_rows
+        if rows == 0:
+            raise BadInputError(ctx.display, "no log lines found")
+        result.add("log_records", rows)
+        if seen.encoding != "utf-8":
+            result.notes.append(f"decoded as {seen.encoding}")
+        if seen.nul_bytes:
+            result.notes.append(f"dropped {seen.nul_bytes} NUL bytes")
+        if seen.truncated_last_line:
+            result.notes.append("last line has no newline (file cut mid-write?)")
+        return result
+
+
+def _pipelined(batches: Iterator[pa.Table], depth: int = 2) -> Iterator[pa.Table]:
+    """Parse on a worker thread while the caller inserts: Polars and DuckDB both release the GIL."""
+    q: queue.Queue[object] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    done = object()
+
+    def produce() -> None:
+        try:
+            for item in batches:
+                while not stop.is_set():
+                    try:
+                        q.put(item, timeout=0.2)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(done)
+        except BaseException as exc:  # handed to the consumer, raised there
+            q.put(exc)
+
+    worker = threading.Thread(target=produce, name="cann_log-parse", daemon=True)
+    worker.start()
+    try:
+        while (item := q.get()) is not done:
+            if isinstance(item, BaseException):
+                raise item
+            yield item  # type: ignore[misc]
+    finally:
+        stop.set()
+        while worker.is_alive():
+            try:
+                q.get(timeout=0.1)
+            except queue.Empty:
+                pass
+        worker.join()
+
+
+PARSER = CannLogParser()
