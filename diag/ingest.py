@@ -254,8 +254,14 @@ class Ingestor:
                 _parent_shown(cand),
             )
             scope = run_key_of(cand)
-            if getattr(parser, "creates_run", True):
+            if getattr(parser, "run_per_file", False):
+                # One file is one capture (an nsys export, a Kineto trace): its bytes are its identity.
+                scope = f"{parser.platform}:file:{digest}"
                 run_id: int | None = store.ensure_run(
+                    scope, name=cand.path.name, platform=parser.platform, source=cand.source, job_id=job_id
+                )
+            elif getattr(parser, "creates_run", True):
+                run_id = store.ensure_run(
                     scope,
                     name=cand.run_root.name,
                     platform=parser.platform,

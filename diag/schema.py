@@ -77,6 +77,8 @@ TABLES: tuple[Table, ...] = (
             _c("export_type", "VARCHAR"),
             _c("torch_npu_version", "VARCHAR"),
             _c("cann_version", "VARCHAR"),
+            _c("device_name", "VARCHAR", "e.g. Ascend910B, NVIDIA H100 80GB HBM3"),
+            _c("versions", "JSON", "tool and library versions (nsys, CUDA, driver, cupti …)"),
             _c("config", "JSON", "profiler_info*.json config block"),
             _c("metadata", "JSON", "profiler_metadata.json"),
             _c("created_at", "TIMESTAMP DEFAULT current_timestamp"),
@@ -416,6 +418,38 @@ TABLES: tuple[Table, ...] = (
             ),
             _c("rule_id", "VARCHAR"),
             _c("severity", "VARCHAR"),
+        ),
+    ),
+    Table(
+        "kernel_stats",
+        "per-kernel summaries that come without events (nsys stats cuda_gpu_kern_sum and the like)",
+        _OWNER
+        + (
+            _c("report", "VARCHAR", "report name, e.g. cuda_gpu_kern_sum"),
+            _c("name", "VARCHAR"),
+            _c("op_class", "VARCHAR"),
+            _c("count", "BIGINT"),
+            _c("total_ns", "BIGINT"),
+            _c("avg_ns", "DOUBLE"),
+            _c("med_ns", "DOUBLE"),
+            _c("min_ns", "BIGINT"),
+            _c("max_ns", "BIGINT"),
+            _c("stddev_ns", "DOUBLE"),
+            _c("time_pct", "DOUBLE"),
+        ),
+    ),
+    Table(
+        "kernel_metrics",
+        "Nsight Compute metrics: one row per kernel launch and metric",
+        _OWNER
+        + (
+            _c("launch_id", "BIGINT", "ncu's ID of the profiled launch"),
+            _c("kernel_name", "VARCHAR"),
+            _c("section", "VARCHAR"),
+            _c("metric", "VARCHAR"),
+            _c("unit", "VARCHAR"),
+            _c("value", "DOUBLE", "in the unit given"),
+            _c("value_text", "VARCHAR", "as written (n/a, enums)"),
         ),
     ),
     Table(

@@ -1,0 +1,416 @@
+"""Root causes from CANN / torch_npu logs: which classified record is the failure, which are its echoes.
+
+Records were classified at ingest (``rules/log_patterns.toml``).  Here the flagged ones (severity other than
+``none``) of every file and rank are put in time order and cut into *episodes* where consecutive records
+are more than ``episode_gap_s`` apart (an HCCL notify wait times out 1800 s after the failure that stalled
+it, so its EI0002 must land in the same episode).  Within an episode the records of one category form one
+candidate; candidates are ranked by severity, then role (a ``cause`` before a ``symptom`` such as EI0002 on
+another rank, a ``consequence`` such as a watchdog abort, or a ``wrapper`` such as ERR00100), then the
+category's rank, then time.  The first is the root cause; symptoms, consequences and wrappers after it are
+marked as its echoes.  Console lines without a timestamp take the time of the record before them in the
+same file (or the file's first timestamp).
+
+Also: findings in the shape of ``findings.Finding`` (``log:<category>``), accessors for the Logs page, and
+``log_evidence_for_ops`` for the Fallback page.  Data only; nothing here draws.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import tomllib
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from diag.analyses.findings import Finding
+from diag.store import Store
+
+RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
+PATTERNS = RULES_DIR / "log_patterns.toml"
+ERROR_CODES = RULES_DIR / "error_codes.csv"
+SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2, "info": 3}
+ROLE_ORDER = {"cause": 0, "symptom": 1, "consequence": 2, "wrapper": 3}
+RECORD_COLUMNS = (
+    "file_id", "source", "record_no", "line_no", "line_count", "ts_ns", "level", "module", "pid", "tid",
+    "process_name", "device_id", "rank", "source_loc", "code", "category", "rule_id", "severity", "message", "raw",
+)  # fmt: skip
+
+
+@lru_cache(maxsize=2)
+def log_rules(path: Path = PATTERNS) -> dict[str, Any]:
+    """The rules file: settings, categories (rank, title) and rules by id."""
+    with open(path, "rb") as fh:
+        data = tomllib.load(fh)
+    return {"settings": data["settings"], "category": data["category"], "rule": {r["id"]: r for r in data["rule"]}}
+
+
+@lru_cache(maxsize=2)
+def error_codes(path: Path = ERROR_CODES) -> dict[str, dict[str, str]]:
+    with open(path, encoding="utf-8") as fh:
+        rows = csv.DictReader(line for line in fh if not line.startswith("#"))
+        return {r["code"]: r for r in rows}
+
+
+def record_ref(file_id: int, record_no: int) -> int:
+    """One integer naming a log record (the table has no id column): file_id in the high 32 bits."""
+    return (int(file_id) << 32) | int(record_no)
+
+
+def split_ref(ref: int) -> tuple[int, int]:
+    return ref >> 32, ref & 0xFFFFFFFF
+
+
+@dataclass
+class Evidence:
+    file: str
+    file_id: int
+    record_no: int
+    line_no: int
+    ts_ns: int | None
+    rank: int | None
+    pid: int | None
+    level: str | None
+    code: str | None
+    rule_id: str
+    raw: str
+    wraps: str | None = None  # for a wrapper (ERR00100…): the first real code printed after it
+
+
+@dataclass
+class RootCause:
+    rank: int  # 1 = the most likely root cause
+    episode: int
+    category: str
+    title: str
+    severity: str
+    role: str  # best role among its records: cause | symptom | consequence | wrapper
+    echo_of: int | None  # rank of the root cause this one most likely follows from
+    count: int
+    first_ns: int | None
+    last_ns: int | None
+    rule_ids: list[str]
+    codes: list[dict[str, str]]  # code, component, meaning, typical_fix (from rules/error_codes.csv)
+    ranks: list[int]
+    files: list[str]
+    explanation: str
+    fix: str
+    evidence: list[Evidence] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _run_filter(run_id: int | None, alias: str = "l") -> tuple[str, list[Any]]:
+    return ("", []) if run_id is None else (f" AND {alias}.run_id = ?", [run_id])
+
+
+def _rule_table() -> list[tuple[str, int, int]]:
+    rules = log_rules()
+    cats = rules["category"]
+    return [
+        (rid, ROLE_ORDER.get(r.get("role", "cause"), 0), int(cats.get(r["category"], {}).get("rank", 50)))
+        for rid, r in rules["rule"].items()
+    ]
+
+
+def _candidates(store: Store, run_id: int | None) -> list[dict[str, Any]]:
+    """Flagged records per (episode, category), aggregated in DuckDB (there may be millions of them)."""
+    rules = log_rules()
+    gap_ns = int(float(rules["settings"].get("episode_gap_s", 1900)) * 1e9)
+    n_ev = int(rules["settings"].get("max_evidence", 8))
+    where, params = _run_filter(run_id)
+    values = ", ".join("(?, ?, ?)" for _ in _rule_table())
+    flat = [v for row in _rule_table() for v in row]
+    sql = f"""
+    WITH rr(rule_id, role_rank, cat_rank) AS (VALUES {values}),
+    f AS (SELECT l.file_id, l.record_no, l.line_no, l.ts_ns, l.level, l.pid, l.rank, l.code, l.category,
+                 l.rule_id, l.severity, l.raw, rr.role_rank, rr.cat_rank
+          FROM log_records l JOIN rr USING (rule_id)
+          WHERE l.category IS NOT NULL AND l.severity <> 'none'{where}),
+    franks AS (SELECT file_id, mode(rank) AS frank FROM log_records
+               WHERE rank IS NOT NULL AND file_id IN (SELECT file_id FROM f) GROUP BY file_id),
+    timed AS (SELECT file_id, record_no, ts_ns FROM log_records
+              WHERE ts_ns IS NOT NULL AND file_id IN (SELECT file_id FROM f WHERE ts_ns IS NULL)),
+    firsts AS (SELECT file_id, min(ts_ns) AS t0 FROM timed GROUP BY file_id),
+    e AS (SELECT f.*, coalesce(f.ts_ns, t.ts_ns, firsts.t0) AS eff_ns, coalesce(f.rank, franks.frank) AS eff_rank,
+                 files.source
+          FROM f ASOF LEFT JOIN timed t ON f.file_id = t.file_id AND f.record_no >= t.record_no
+          LEFT JOIN firsts ON firsts.file_id = f.file_id LEFT JOIN franks ON franks.file_id = f.file_id
+          JOIN files ON files.file_id = f.file_id),
+    g AS (SELECT *, CASE WHEN eff_ns IS NULL THEN -file_id ELSE
+                 sum(CASE WHEN eff_ns - prev > {gap_ns} THEN 1 ELSE 0 END) OVER (ORDER BY eff_ns, file_id, record_no)
+                 END AS episode
+          FROM (SELECT *, lag(eff_ns) OVER (ORDER BY eff_ns, file_id, record_no) AS prev FROM e))
+    SELECT episode, category, count(*) AS n, min(eff_ns) AS first_ns, max(eff_ns) AS last_ns,
+           min(CASE severity WHEN 'high' THEN 0 WHEN 'medium' THEN 1 WHEN 'low' THEN 2 ELSE 3 END) AS sev,
+           min(role_rank) AS role, min(cat_rank) AS cat_rank, list(DISTINCT rule_id) AS rule_ids,
+           list(DISTINCT code) FILTER (WHERE code IS NOT NULL) AS codes,
+           list(DISTINCT eff_rank) FILTER (WHERE eff_rank IS NOT NULL) AS ranks, list(DISTINCT source) AS files,
+           list(struct_pack(file := source, file_id, record_no, line_no, ts_ns, rank := eff_rank, pid, level,
+                            code, rule_id, raw)
+                ORDER BY role_rank, eff_ns NULLS LAST, file_id, record_no)[1:{n_ev}] AS evidence,
+           arg_min(rule_id, role_rank * 1000000 + record_no) AS lead_rule
+    FROM g GROUP BY episode, category"""
+    cur = store.cursor()
+    cols = ["episode", "category", "n", "first_ns", "last_ns", "sev", "role", "cat_rank", "rule_ids", "codes",
+            "ranks", "files", "evidence", "lead_rule"]  # fmt: skip
+    return [dict(zip(cols, row, strict=True)) for row in cur.execute(sql, flat + params).fetchall()]
+
+
+def root_causes(store: Store, run_id: int | None = None) -> list[RootCause]:
+    """Ranked root-cause candidates of the logs of ``run_id`` (None: every log in the store)."""
+    cands = _candidates(store, run_id)
+    by_episode: dict[int, list[dict[str, Any]]] = {}
+    for c in cands:
+        by_episode.setdefault(c["episode"], []).append(c)
+    for group in by_episode.values():
+        group.sort(key=lambda c: (c["sev"], c["role"], c["cat_rank"], c["first_ns"] or 0))
+    episodes = sorted(by_episode.values(), key=lambda g: (g[0]["sev"], g[0]["role"], g[0]["first_ns"] or 0))
+    out: list[RootCause] = []
+    for group in episodes:
+        top = len(out) + 1
+        for i, c in enumerate(group):
+            echo = top if i and group[0]["role"] == 0 and c["role"] > 0 else None
+            out.append(_root_cause(len(out) + 1, c, echo))
+    _add_wrapped_codes(store, out)
+    return out
+
+
+def _root_cause(rank: int, c: dict[str, Any], echo_of: int | None) -> RootCause:
+    rules = log_rules()
+    lead = rules["rule"].get(c["lead_rule"], {})
+    codes = error_codes()
+    roles = {v: k for k, v in ROLE_ORDER.items()}
+    return RootCause(
+        rank=rank,
+        episode=int(c["episode"]),
+        category=c["category"],
+        title=rules["category"].get(c["category"], {}).get("title", c["category"]),
+        severity={v: k for k, v in SEVERITY_ORDER.items()}[c["sev"]],
+        role=roles[c["role"]],
+        echo_of=echo_of,
+        count=int(c["n"]),
+        first_ns=c["first_ns"],
+        last_ns=c["last_ns"],
+        rule_ids=sorted(c["rule_ids"]),
+        codes=[codes.get(k, {"code": k}) for k in sorted(c["codes"] or [])],
+        ranks=sorted(c["ranks"] or []),
+        files=sorted(c["files"]),
+        explanation=lead.get("explanation", ""),
+        fix=lead.get("fix", ""),
+        evidence=[Evidence(**e) for e in c["evidence"]],
+    )
+
+
+def _add_wrapped_codes(store: Store, causes: list[RootCause]) -> None:
+    """A wrapper (ERR00100, EZ9999 Inner Error!) names the real code printed in the next few records."""
+    cur = store.cursor()
+    for rc in causes:
+        for ev in rc.evidence:
+            if log_rules()["rule"].get(ev.rule_id, {}).get("role") != "wrapper":
+                continue
+            row = cur.execute(
+                """SELECT code FROM log_records WHERE file_id = ? AND record_no > ? AND record_no <= ? + 6
+                   AND code IS NOT NULL AND code NOT LIKE 'ERR%' AND code NOT SIMILAR TO 'E.9999'
+                   ORDER BY record_no LIMIT 1""",
+                [ev.file_id, ev.record_no, ev.record_no],
+            ).fetchall()
+            ev.wraps = row[0][0] if row else None
+
+
+def log_findings(store: Store, run_id: int | None = None) -> list[Finding]:
+    """The root causes as findings (category ``log:<category>``), ready to sit beside the device findings.
+
+    ``Finding.run_id`` is the run asked for; None when the logs belong to no run.
+    """
+    out = []
+    for rc in root_causes(store, run_id):
+        first = rc.evidence[0] if rc.evidence else None
+        where = f" on rank {', '.join(map(str, rc.ranks))}" if rc.ranks else ""
+        echo = f" — likely an echo of #{rc.echo_of}" if rc.echo_of else ""
+        line = first.raw.splitlines()[0][:160] if first else ""
+        out.append(
+            Finding(
+                run_id,  # type: ignore[arg-type]
+                f"log:{rc.category}",
+                rc.severity,
+                f"#{rc.rank} {rc.title}{where} ({rc.count} record(s)){echo}: {line}",
+                0.0,
+                0,
+                {
+                    "rank": rc.rank,
+                    "role": rc.role,
+                    "echo_of": rc.echo_of,
+                    "rule_ids": rc.rule_ids,
+                    "codes": rc.codes,
+                    "ranks": rc.ranks,
+                    "files": rc.files,
+                    "explanation": rc.explanation,
+                    "records": [asdict(e) for e in rc.evidence],
+                },
+                rc.fix,
+                rc.first_ns,
+                rc.last_ns,
+            )
+        )
+    return out
+
+
+# -- the Logs page -------------------------------------------------------------------------------------------
+def log_scopes(store: Store) -> list[dict[str, Any]]:
+    """Where logs are: one entry per run that has log records, and one (run_id None) for logs of no run."""
+    rows = (
+        store.cursor()
+        .execute(
+            """SELECT l.run_id, any_value(r.name), count(DISTINCT l.file_id), count(*)
+               FROM log_records l LEFT JOIN runs r USING (run_id) GROUP BY l.run_id ORDER BY l.run_id NULLS LAST"""
+        )
+        .fetchall()
+    )
+    return [{"run_id": r, "name": n, "files": int(f), "records": int(c)} for r, n, f, c in rows]
+
+
+def filter_values(store: Store, run_id: int | None = None) -> dict[str, Any]:
+    """Distinct values for the page's filters and the time span (ns)."""
+    where, params = _run_filter(run_id)
+    cur = store.cursor()
+    out: dict[str, Any] = {}
+    for col in ("level", "module", "code", "category", "rank"):
+        rows = cur.execute(
+            f"SELECT DISTINCT {col} FROM log_records l WHERE {col} IS NOT NULL{where} ORDER BY 1", params
+        ).fetchall()
+        out[col] = [r[0] for r in rows]
+    lo, hi = cur.execute(f"SELECT min(ts_ns), max(ts_ns) FROM log_records l WHERE true{where}", params).fetchall()[0]
+    out["start_ns"], out["end_ns"] = lo, hi
+    return out
+
+
+def log_records(
+    store: Store,
+    run_id: int | None = None,
+    *,
+    levels: list[str] | None = None,
+    modules: list[str] | None = None,
+    codes: list[str] | None = None,
+    categories: list[str] | None = None,
+    ranks: list[int] | None = None,
+    start_ns: int | None = None,
+    end_ns: int | None = None,
+    flagged_only: bool = False,
+    limit: int = 2000,
+) -> list[dict[str, Any]]:
+    """Records matching every filter given, in time order (untimed ones by file and position)."""
+    where, params = _run_filter(run_id)
+    for col, values in (("level", levels), ("module", modules), ("code", codes), ("category", categories),
+                        ("rank", ranks)):  # fmt: skip
+        if values:
+            where += f" AND list_contains(?, l.{col})"
+            params.append(list(values))
+    if start_ns is not None:
+        where += " AND l.ts_ns >= ?"
+        params.append(int(start_ns))
+    if end_ns is not None:
+        where += " AND l.ts_ns <= ?"
+        params.append(int(end_ns))
+    if flagged_only:
+        where += " AND l.category IS NOT NULL AND l.severity <> 'none'"
+    cols = ", ".join(f"f.source" if c == "source" else f"l.{c}" for c in RECORD_COLUMNS)
+    rows = (
+        store.cursor()
+        .execute(
+            f"""SELECT {cols} FROM log_records l JOIN files f USING (file_id) WHERE true{where}
+                ORDER BY l.ts_ns NULLS LAST, l.file_id, l.record_no LIMIT ?""",
+            [*params, int(limit)],
+        )
+        .fetchall()
+    )
+    return [dict(zip(RECORD_COLUMNS, r, strict=True)) for r in rows]
+
+
+def classified_records(store: Store, run_id: int | None = None, limit: int = 1000) -> list[dict[str, Any]]:
+    """Records a rule flagged (noise excluded), most severe first, then in time order."""
+    where, params = _run_filter(run_id)
+    cols = ", ".join("f.source" if c == "source" else f"l.{c}" for c in RECORD_COLUMNS)
+    rows = (
+        store.cursor()
+        .execute(
+            f"""SELECT {cols} FROM log_records l JOIN files f USING (file_id)
+                WHERE l.category IS NOT NULL AND l.severity <> 'none'{where}
+                ORDER BY CASE l.severity WHEN 'high' THEN 0 WHEN 'medium' THEN 1 WHEN 'low' THEN 2 ELSE 3 END,
+                         l.ts_ns NULLS LAST, l.file_id, l.record_no LIMIT ?""",
+            [*params, int(limit)],
+        )
+        .fetchall()
+    )
+    return [dict(zip(RECORD_COLUMNS, r, strict=True)) for r in rows]
+
+
+def record_context(store: Store, file_id: int, record_no: int, before: int = 5, after: int = 5) -> list[dict[str, Any]]:
+    """The records around one record of a file, in file order."""
+    cols = ", ".join("f.source" if c == "source" else f"l.{c}" for c in RECORD_COLUMNS)
+    rows = (
+        store.cursor()
+        .execute(
+            f"""SELECT {cols} FROM log_records l JOIN files f USING (file_id)
+                WHERE l.file_id = ? AND l.record_no BETWEEN ? AND ? ORDER BY l.record_no""",
+            [file_id, record_no - before, record_no + after],
+        )
+        .fetchall()
+    )
+    return [dict(zip(RECORD_COLUMNS, r, strict=True)) for r in rows]
+
+
+# -- the Fallback page ---------------------------------------------------------------------------------------
+_OP_IN_LOG = (
+    r"The operator '([^']+)'|Could not run '([^']+)'|Op ?\[([^\]]+)\] does not hit|opName\[(\w+)\]|fault op_name=(\w+)"
+)
+
+
+def _norm_op(name: str) -> str:
+    name = name.lower().split("::")[-1].split(".")[0]
+    name = re.sub(r"^node_|_\d+$", "", name)
+    return name.replace("_", "")
+
+
+def log_evidence_for_ops(
+    store: Store, run_id: int | None, op_types: list[str], include_unassigned: bool = True
+) -> dict[str, list[int]]:
+    """For each op type, the log records that name it in a fallback message (``record_ref`` ids, file order).
+
+    Matches torch_npu "The operator 'aten::isin.Tensor_Tensor_out' … fall back to run on the CPU", GE W11001
+    "Op [node_select_scatter_1] does not hit …" and AI CPU failures naming the op; names are compared
+    without namespace, overload, ``node_`` prefix, numeric suffix, underscores and case.  Logs that belong
+    to no run count for every run unless ``include_unassigned`` is False.
+    """
+    where, params = "", []
+    if run_id is not None:
+        where = " AND (run_id = ? OR run_id IS NULL)" if include_unassigned else " AND run_id = ?"
+        params = [run_id]
+    rows = (
+        store.cursor()
+        .execute(
+            f"""SELECT file_id, record_no, regexp_extract_all(raw, ?) FROM log_records
+                WHERE category IN ('cpu_fallback', 'aicpu_fallback', 'device_exception'){where}
+                ORDER BY file_id, record_no""",
+            [_OP_IN_LOG, *params],
+        )
+        .fetchall()
+    )
+    wanted = {op: _norm_op(op) for op in op_types}
+    out: dict[str, list[int]] = {op: [] for op in op_types}
+    for file_id, record_no, _ in rows:
+        raw_names = _names_in(store, file_id, record_no)
+        for op, norm in wanted.items():
+            if norm and any(norm == n or (len(norm) >= 4 and len(n) >= 4 and (norm in n or n in norm))
+                            for n in raw_names):  # fmt: skip
+                out[op].append(record_ref(file_id, record_no))
+    return out
+
+
+def _names_in(store: Store, file_id: int, record_no: int) -> list[str]:
+    raw = store.cursor().execute(
+        "SELECT raw FROM log_records WHERE file_id = ? AND record_no = ?", [file_id, record_no]
+    ).fetchall()[0][0]
+    return [_norm_op(next(g for g in m if g)) for m in re.findall(_OP_IN_LOG, raw)]
