@@ -20,7 +20,7 @@ T = TypeVar("T")
 
 CSV_OPTIONS = (
     "header=true, delim=',', quote='\"', escape='\"', "
-    "null_padding=false, max_line_size=8388608, auto_detect=false"
+    "null_padding=false, max_line_size=4194304, buffer_size=16777216, auto_detect=false"
 )
 JSON_MAX_OBJECT = 16 * 1024 * 1024  # DuckDB buffers 2x this per thread: one event is never near it
 _CHUNK = 8 * 1024 * 1024
