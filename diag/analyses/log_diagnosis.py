@@ -43,7 +43,11 @@ def log_rules(path: Path = PATTERNS) -> dict[str, Any]:
     """The rules file: settings, categories (rank, title) and rules by id."""
     with open(path, "rb") as fh:
         data = tomllib.load(fh)
-    return {"settings": data["settings"], "category": data["category"], "rule": {r["id"]: r for r in data["rule"]}}
+    return {
+        "settings": data["settings"],
+        "category": data["category"],
+        "rule": {r["id"]: r for r in data["rule"]},
+    }
 
 
 @lru_cache(maxsize=2)
@@ -282,9 +286,15 @@ def filter_values(store: Store, run_id: int | None = None) -> dict[str, Any]:
             f"SELECT DISTINCT {col} FROM log_records l WHERE {col} IS NOT NULL{where} ORDER BY 1", params
         ).fetchall()
         out[col] = [r[0] for r in rows]
-    lo, hi = cur.execute(f"SELECT min(ts_ns), max(ts_ns) FROM log_records l WHERE true{where}", params).fetchall()[0]
+    lo, hi = cur.execute(
+        f"SELECT min(ts_ns), max(ts_ns) FROM log_records l WHERE true{where}", params
+    ).fetchall()[0]
     out["start_ns"], out["end_ns"] = lo, hi
     return out
+
+
+def _select_list() -> str:
+    return ", ".join("f.source" if c == "source" else f"l.{c}" for c in RECORD_COLUMNS)
 
 
 def log_records(
@@ -316,7 +326,7 @@ def log_records(
         params.append(int(end_ns))
     if flagged_only:
         where += " AND l.category IS NOT NULL AND l.severity <> 'none'"
-    cols = ", ".join(f"f.source" if c == "source" else f"l.{c}" for c in RECORD_COLUMNS)
+    cols = _select_list()
     rows = (
         store.cursor()
         .execute(
@@ -332,7 +342,7 @@ def log_records(
 def classified_records(store: Store, run_id: int | None = None, limit: int = 1000) -> list[dict[str, Any]]:
     """Records a rule flagged (noise excluded), most severe first, then in time order."""
     where, params = _run_filter(run_id)
-    cols = ", ".join("f.source" if c == "source" else f"l.{c}" for c in RECORD_COLUMNS)
+    cols = _select_list()
     rows = (
         store.cursor()
         .execute(
@@ -347,9 +357,11 @@ def classified_records(store: Store, run_id: int | None = None, limit: int = 100
     return [dict(zip(RECORD_COLUMNS, r, strict=True)) for r in rows]
 
 
-def record_context(store: Store, file_id: int, record_no: int, before: int = 5, after: int = 5) -> list[dict[str, Any]]:
+def record_context(
+    store: Store, file_id: int, record_no: int, before: int = 5, after: int = 5
+) -> list[dict[str, Any]]:
     """The records around one record of a file, in file order."""
-    cols = ", ".join("f.source" if c == "source" else f"l.{c}" for c in RECORD_COLUMNS)
+    cols = _select_list()
     rows = (
         store.cursor()
         .execute(
@@ -363,9 +375,7 @@ def record_context(store: Store, file_id: int, record_no: int, before: int = 5, 
 
 
 # -- the Fallback page ---------------------------------------------------------------------------------------
-_OP_IN_LOG = (
-    r"The operator '([^']+)'|Could not run '([^']+)'|Op ?\[([^\]]+)\] does not hit|opName\[(\w+)\]|fault op_name=(\w+)"
-)
+_OP_IN_LOG = r"The operator '([^']+)'|Could not run '([^']+)'|Op ?\[([^\]]+)\] does not hit|opName\[(\w+)\]|fault op_name=(\w+)"
 
 
 def _norm_op(name: str) -> str:
@@ -391,26 +401,22 @@ def log_evidence_for_ops(
     rows = (
         store.cursor()
         .execute(
-            f"""SELECT file_id, record_no, regexp_extract_all(raw, ?) FROM log_records
+            f"""SELECT file_id, record_no, raw FROM log_records
                 WHERE category IN ('cpu_fallback', 'aicpu_fallback', 'device_exception'){where}
                 ORDER BY file_id, record_no""",
-            [_OP_IN_LOG, *params],
+            params,
         )
         .fetchall()
     )
     wanted = {op: _norm_op(op) for op in op_types}
     out: dict[str, list[int]] = {op: [] for op in op_types}
-    for file_id, record_no, _ in rows:
-        raw_names = _names_in(store, file_id, record_no)
+    for file_id, record_no, raw in rows:
+        names = [_norm_op(next(g for g in m if g)) for m in re.findall(_OP_IN_LOG, raw)]
         for op, norm in wanted.items():
-            if norm and any(norm == n or (len(norm) >= 4 and len(n) >= 4 and (norm in n or n in norm))
-                            for n in raw_names):  # fmt: skip
+            if norm and any(_same_op(norm, n) for n in names):
                 out[op].append(record_ref(file_id, record_no))
     return out
 
 
-def _names_in(store: Store, file_id: int, record_no: int) -> list[str]:
-    raw = store.cursor().execute(
-        "SELECT raw FROM log_records WHERE file_id = ? AND record_no = ?", [file_id, record_no]
-    ).fetchall()[0][0]
-    return [_norm_op(next(g for g in m if g)) for m in re.findall(_OP_IN_LOG, raw)]
+def _same_op(a: str, b: str) -> bool:
+    return a == b or (min(len(a), len(b)) >= 4 and (a in b or b in a))

@@ -1,0 +1,187 @@
+"""Find the files to ingest: walk folders, unpack archives safely, and tell which run each file belongs to.
+
+A run is one profiling session of one device: the ``*_ascend_pt`` / ``*_ascend_ms`` folder (or the folder
+holding ``ASCEND_PROFILER_OUTPUT`` / ``profiler_info*.json``) a file lives in.  Its identity is the hash of
+its ``profiler_info*.json`` when there is one, so the same run ingested from a folder or from an archive
+of it is stored once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from diag import archives
+from diag.errors import DiagError
+
+_RUN_DIR = re.compile(r".*_ascend_(pt|ms)$")
+_PROFILER_INFO = re.compile(r"^profiler_info(_\d+)?\.json$")
+_SKIP_DIRS = {"FRAMEWORK", "__MACOSX", ".git"}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    path: Path  # readable local file
+    source: str  # how to name it to the user
+    run_root: Path
+    run_source: str
+    relpath: str
+    explicit: bool  # named on the command line (an unknown format is then an error, not a skip)
+    origin: str  # stable prefix for path-based identities: absolute folder or "archive:<sha256>"
+
+
+@dataclass(frozen=True)
+class Refused:
+    """An input refused before any file was read (missing path, unsafe archive)."""
+
+    source: str
+    message: str
+    size_bytes: int = 0
+
+
+class Discoverer:
+    def __init__(self, tmp: Path, archive_limits: archives.ArchiveLimits) -> None:
+        self._tmp = tmp
+        self.archive_limits = archive_limits
+
+    # -- collection ------------------------------------------------------------------------------------------
+    def collect(self, paths: Iterable[str | Path]) -> tuple[list[Candidate], list[Refused]]:
+        """Every file under ``paths`` (archives unpacked), plus outcomes for inputs refused outright."""
+        found: list[Candidate] = []
+        refused: list[Refused] = []
+        for raw in paths:
+            path = Path(raw)
+            if not path.exists():
+                refused.append(Refused(str(raw), f"{raw}: no such file or folder"))
+            elif path.is_dir():
+                found.extend(
+                    self._walk(path, str(path), origin=str(path.resolve()), stop=None, explicit=False)
+                )
+            elif archives.is_archive(path):
+                try:
+                    found.extend(self._unpack(path, str(path)))
+                except DiagError as exc:
+                    refused.append(Refused(str(path), str(exc), path.stat().st_size))
+            else:
+                root = run_root_of(path, stop=None)
+                found.append(
+                    self._candidate(path, str(path), root, str(root), str(root.resolve()), explicit=True)
+                )
+        return found, refused
+
+    def _unpack(self, archive: Path, shown: str) -> list[Candidate]:
+        digest = sha256_of(archive)
+        dest = Path(tempfile.mkdtemp(prefix="archive-", dir=self._tmp))
+        archives.extract(archive, dest, self.archive_limits, display=shown)
+        return list(self._walk(dest, f"{shown}!", origin=f"archive:{digest}", stop=dest, explicit=False))
+
+    def _walk(
+        self, top: Path, shown_top: str, origin: str, stop: Path | None, explicit: bool
+    ) -> Iterator[Candidate]:
+        for dirpath, dirnames, filenames in os.walk(top):
+            here = Path(dirpath)
+            has_output = "ASCEND_PROFILER_OUTPUT" in dirnames
+            # Raw CANN data under an exported run is already in ASCEND_PROFILER_OUTPUT: do not read it twice.
+            dirnames[:] = sorted(
+                d for d in dirnames if d not in _SKIP_DIRS and not (has_output and d.startswith("PROF_"))
+            )
+            for name in sorted(filenames):
+                path = here / name
+                if path.is_symlink() or not path.is_file():
+                    continue
+                root = run_root_of(path, stop=stop)
+                yield self._candidate(
+                    path,
+                    _shown(shown_top, top, path),
+                    root,
+                    _shown(shown_top, top, root),
+                    origin,
+                    explicit,
+                    top=top,
+                )
+
+    def _candidate(
+        self,
+        path: Path,
+        shown: str,
+        root: Path,
+        root_shown: str,
+        origin: str,
+        explicit: bool,
+        top: Path | None = None,
+    ) -> Candidate:
+        try:
+            rel = path.relative_to(root).as_posix()
+        except ValueError:
+            rel = path.name
+        if top is not None and origin.startswith("archive:"):
+            with contextlib.suppress(ValueError):
+                origin = f"{origin}/{root.relative_to(top).as_posix()}"
+        elif not origin.startswith("archive:"):
+            origin = str(root.resolve())
+        return Candidate(path, shown, root, root_shown, rel, explicit, origin)
+
+
+def run_root_of(path: Path, stop: Path | None) -> Path:
+    """The run folder a file belongs to (see module doc); its own folder when none is recognisable."""
+    for parent in list(path.parents)[:4]:
+        if stop is not None and parent != stop and stop not in parent.parents:
+            break
+        if _RUN_DIR.match(parent.name):
+            return parent
+        if parent.name == "ASCEND_PROFILER_OUTPUT":
+            return parent.parent
+        if parent.is_dir() and (parent / "ASCEND_PROFILER_OUTPUT").is_dir():
+            return parent
+        if stop is not None and parent == stop:
+            break
+    return path.parent
+
+
+def run_key_of(cand: Candidate) -> str:
+    info = _profiler_info(cand.run_root)
+    if info is not None:
+        return f"ascend:profiler_info:{sha256_of(info)}"
+    return f"path:{cand.origin}"
+
+
+def _profiler_info(root: Path) -> Path | None:
+    try:
+        names = sorted(p for p in os.listdir(root) if _PROFILER_INFO.match(p))
+    except OSError:
+        return None
+    return root / names[0] if names else None
+
+
+def job_origin(cand: Candidate) -> str:
+    if cand.origin.startswith("archive:"):
+        return cand.origin.rsplit("/", 1)[0] if "/" in cand.origin else cand.origin
+    return str(cand.run_root.resolve().parent)
+
+
+def parent_shown(cand: Candidate) -> str:
+    return cand.run_source.rsplit("/", 1)[0] if "/" in cand.run_source else cand.run_source
+
+
+def _shown(shown_top: str, top: Path, path: Path) -> str:
+    try:
+        rel = path.relative_to(top).as_posix()
+    except ValueError:
+        return str(path)
+    if shown_top.endswith("!"):
+        return f"{shown_top}/{rel}" if rel != "." else shown_top.rstrip("!")
+    return str(Path(shown_top) / rel) if rel != "." else shown_top
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
