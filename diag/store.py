@@ -16,7 +16,7 @@ from typing import Any
 import duckdb
 
 from diag.errors import StoreError
-from diag.schema import DATA_TABLES, SCHEMA_VERSION, SPAN_COLUMNS, TABLES, VIEWS
+from diag.schema import DATA_TABLES, SCHEMA_VERSION, SPAN_COLUMNS, TABLES, VIEW_NAMES, VIEWS
 
 RULES_DIR = Path(__file__).parent / "rules"
 DEFAULT_DB = "diag.duckdb"
@@ -73,20 +73,17 @@ class Store:
         """A database from an older diag lacks newer views/columns: migrate it once, briefly read-write."""
         try:
             with duckdb.connect(str(self.path), read_only=True) as con:
-                version = con.execute("SELECT max(value) FROM meta WHERE key = 'schema_version'").fetchall()[
-                    0
-                ][0]
                 views = {
                     r[0]
                     for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()
                 }
+                columns = set(
+                    con.execute("SELECT table_name, column_name FROM information_schema.columns").fetchall()
+                )
         except duckdb.Error:
             return  # not ours, or locked by a writer: the real open below reports it
-        if (
-            version == str(SCHEMA_VERSION)
-            and all(f"VIEW {v} " in " ".join(VIEWS) for v in views)
-            and len(views) >= len(VIEWS)
-        ):
+        wanted = {(t.name, c.name) for t in TABLES for c in t.columns}
+        if set(VIEW_NAMES) <= views and wanted <= columns:
             return
         try:
             Store(self.path).close()
