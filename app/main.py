@@ -24,6 +24,7 @@ PAGES = [
     st.Page("app_pages/04_stalls.py", title="Stalls", icon=":material/stacked_bar_chart:"),
     st.Page("app_pages/05_fallback.py", title="Fallback ops", icon=":material/memory:"),
     st.Page("app_pages/06_findings.py", title="Findings", icon=":material/troubleshoot:"),
+    st.Page("app_pages/07_logs.py", title="Logs", icon=":material/article:"),
 ]
 
 page = st.navigation(PAGES)

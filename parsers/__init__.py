@@ -18,6 +18,11 @@ from parsers import (
     ascend_step_trace_time,
     ascend_trace_view,
     cann_log,
+    kineto_trace,
+    ncu_csv,
+    nsight_report,
+    nsys_sqlite,
+    nsys_stats_csv,
 )
 from parsers._base import ParseContext, Parser, ParseResult, Probe
 
@@ -36,6 +41,11 @@ PARSERS: tuple[Parser, ...] = (
     ascend_op_statistic.PARSER,
     ascend_api_statistic.PARSER,
     ascend_l2_cache.PARSER,
+    nsys_sqlite.PARSER,  # CUDA: SQLite magic + nsys tables
+    kineto_trace.PARSER,  # a JSON object with traceEvents (plain or .gz); Ascend traces are bare arrays
+    nsys_stats_csv.PARSER,
+    ncu_csv.PARSER,
+    nsight_report.PARSER,  # after the CUDA exports: a renamed export is read, only binary reports refused
     cann_log.PARSER,  # last: logs are claimed by content only when no export parser took the file
 )
 

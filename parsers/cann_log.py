@@ -11,19 +11,23 @@ Solution, TraceBack, indented error-manager and Python traceback lines), classif
   torch_npu ``[ERROR] ts (PID:n, Device:d, RankID:r) ERR00100 …``, c10 ``[W… file:line] Warning: …``, glog,
   MindIE, Python logging and tracebacks, behind vLLM / Ray / torchrun / grep prefixes, which are stripped.
 
-Streaming: the file is read in blocks of ``BLOCK_BYTES``, decoded (UTF-8, else GB18030), split and parsed with
-Polars (regex and slices over whole columns), and inserted as Arrow batches by DuckDB while the next block
-is parsed on a second thread; memory is bounded by a few blocks whatever the file size.
+Streaming: the file is read in blocks of about ``BLOCK_BYTES``, each cut just before a line that starts a record
+(a plog header), so that blocks parse independently: decoded (UTF-8, else GB18030 — logs of Chinese systems
+are often GBK), split, parsed with Polars (slices and regexes over whole columns, which release the GIL) on
+``WORKERS`` threads, classified, and inserted in file order as one Arrow batch per block.  Memory is bounded by
+a few blocks' frames (plus DuckDB's memory_limit) whatever the file size.
 Times are local time as if UTC (logs carry no zone), int64 ns; console forms without a year get NULL.
 """
 
 from __future__ import annotations
 
-import queue
+import itertools
+import os
 import re
-import threading
 import tomllib
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -36,16 +40,14 @@ from diag.errors import BadInputError
 from parsers._base import ParseContext, ParseResult, Probe
 
 RULES_PATH = Path(__file__).resolve().parent.parent / "diag" / "rules" / "log_patterns.toml"
-BLOCK_BYTES = 8 << 20
+BLOCK_BYTES = 4 << 20
 MAX_LINE_BYTES = 64 << 20
+WORKERS = max(1, min(4, os.cpu_count() or 1))  # blocks parsed at once (each a few tens of MB of frames)
 LEVELS = "ERROR|WARNING|INFO|DEBUG|EVENT|TRACE"
 _TS = r"(?P<Y>\d{4})-(?P<M>\d\d)-(?P<D>\d\d)"
 _HMS = r"(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)"
-# An ASCII plog header (fast path, positional slicing); anything else plog-like goes through PLOG_RX.
-PLOG_FAST = (
-    rf"^\[(?:{LEVELS})\] ?[A-Z][A-Z0-9_]*\(\d+,[ -(*-~]*\):\d{{4}}-\d\d-\d\d[- ]\d\d:\d\d:\d\d\.\d{{3}}\.\d{{3}}"
-    r" *(?:\[status:\w+\] *)?\[[^\]\s]+:\d+\]"
-)
+# Lines that may be plog headers: parsed by position, checked, and the rest sent through PLOG_RX.
+PLOG_START = rf"^\[(?:{LEVELS})\] ?[A-Z][A-Z0-9_]*\(\d+,"
 PLOG_RX = (
     rf"^\[(?P<level>{LEVELS})\]\s?(?P<module>[A-Z][A-Z0-9_]*)\((?P<pid>\d+),(?P<pname>[^)]*)\):{_TS}[- ]{_HMS}"
     r"\.(?P<ms>\d{3})\.(?P<us>\d{3})\s*(?:\[status:\w+\]\s*)?\[(?P<src>[^\]\s]+?:\d+)\](?P<body>.*)$"
@@ -58,7 +60,9 @@ PREFIX_RX = (
     r"(?P<M>\d\d)-(?P<D>\d\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:[.,](?P<f>\d+))? \[?[\w./-]+:\d+\] ?)?"
     r"(?P<rest>.*)$"
 )
-_PREFIXED = r"^(?:[^\s:\[\]()]+\.log:|\([^()]{1,80}? pid=\d+|\[?rank\d+\]:|(?:ERROR|WARNING|INFO|DEBUG|CRITICAL) \d)"
+_PREFIXED = (
+    r"^(?:[^\s:\[\]()]+\.log:|\([^()]{1,80}? pid=\d+|\[?rank\d+\]:|(?:ERROR|WARNING|INFO|DEBUG|CRITICAL) \d)"
+)
 _EM_TS = rf"{_TS}-{_HMS}\.(?P<ms>\d{{3}})\.(?P<us>\d{{3}})"
 # Console record forms, tried in order on the prefix-stripped line; the groups they may have are the columns.
 FORMS: tuple[tuple[str, str], ...] = (
@@ -88,7 +92,10 @@ CODES = (  # in priority order; the first found is the record's code
     ("title", r"\((?P<x>[EWI][0-9A-Z]\d{4})\):"),
     ("pta", r"\b(?P<x>ERR\d{5})\b"),
     ("module", r"module_name=(?P<x>E[0-9A-Z]\d{4})"),
-    ("rc", r"(?:error code is |error code ?[:=] ?|ErrCode=|failed ?: ?|runtime result = |result = )(?P<x>\d{6})\b"),
+    (
+        "rc",
+        r"(?:error code is |error code ?[:=] ?|ErrCode=|failed ?: ?|runtime result = |result = )(?P<x>\d{6})\b",
+    ),
 )
 RANK_RX = r"(?:RankID:|rankId\[|(?:^|[^\w])rank\[)(?P<x>\d+)"
 DEVICE_RX = r"(?:Device:|device_id=|dev_id=|deviceLogicId\[|deviceId\[|\(NPU |device\()(?P<x>\d+)[,;)\]\s]"
@@ -129,9 +136,16 @@ def load_rules(path: Path = RULES_PATH) -> tuple[Rule, ...]:
         data = tomllib.load(fh)
     return tuple(
         Rule(
-            r["id"], r["category"], r["severity"], r.get("role", "cause"), r.get("pattern", ""),
-            tuple(str(c) for c in r.get("codes", ())), tuple(r.get("levels", ())), r["explanation"], r["fix"],
-        )  # fmt: skip
+            r["id"],
+            r["category"],
+            r["severity"],
+            r.get("role", "cause"),
+            r.get("pattern", ""),
+            tuple(str(c) for c in r.get("codes", ())),
+            tuple(r.get("levels", ())),
+            r["explanation"],
+            r["fix"],
+        )
         for r in data["rule"]
     )
 
@@ -159,12 +173,15 @@ def classify(records: pl.DataFrame, rules: tuple[Rule, ...]) -> pl.DataFrame:
         | pl.col("level").is_in(levels).fill_null(False)
     ).to_series()  # fmt: skip
     idx = np.zeros(records.height, dtype=np.int64)  # 0 = no rule, i + 1 = rules[i]
-    hits = np.flatnonzero(maybe.fill_null(False).to_numpy())
-    if len(hits):
-        expr = pl.when(_rule_condition(rules[0])).then(pl.lit(1, pl.Int64))
-        for i, rule in enumerate(rules[1:], start=2):
-            expr = expr.when(_rule_condition(rule)).then(pl.lit(i, pl.Int64))
-        idx[hits] = records[hits].select(expr.otherwise(pl.lit(0, pl.Int64))).to_series().to_numpy()
+    left = np.flatnonzero(maybe.fill_null(False).to_numpy())
+    sub = records[left]
+    for i, rule in enumerate(rules, start=1):  # first match wins: each rule sees what the ones above left
+        if not len(left):
+            break
+        hit = sub.select(_rule_condition(rule)).to_series().fill_null(False).to_numpy()
+        if hit.any():
+            idx[left[hit]] = i
+            left, sub = left[~hit], sub.filter(pl.Series(~hit))
     take = pl.Series(idx)
 
     def column(values: list[str]) -> pl.Series:
@@ -194,7 +211,20 @@ _WEAK = re.compile(
     re.M,
 )
 _JSON_START = re.compile(r'\s*(?:\{|\[\s*(?:\{|"|\[|\]))')
-_NOT_LOGS = {".csv", ".json", ".jsonl", ".py", ".md", ".html", ".htm", ".xml", ".yaml", ".yml", ".toml", ".db"}
+_NOT_LOGS = {
+    ".csv",
+    ".json",
+    ".jsonl",
+    ".py",
+    ".md",
+    ".html",
+    ".htm",
+    ".xml",
+    ".yaml",
+    ".yml",
+    ".toml",
+    ".db",
+}
 _LOG_NAMES = re.compile(r"(?i)(?:^(?:plog|device)-.*|\.(?:log|txt|out|err|stdout|stderr))$")
 
 
@@ -229,7 +259,10 @@ def _ts_ns(cols: set[str]) -> pl.Expr:
     )  # fmt: skip
     base = stamp.str.to_datetime("%Y-%m-%d %H:%M:%S", time_unit="ns", strict=False, cache=True).cast(pl.Int64)
     if "ms" in cols:
-        frac = pl.col("ms").cast(pl.Int64, strict=False) * 1_000_000 + pl.col("us").cast(pl.Int64, strict=False) * 1000
+        frac = (
+            pl.col("ms").cast(pl.Int64, strict=False) * 1_000_000
+            + pl.col("us").cast(pl.Int64, strict=False) * 1000
+        )
     elif "f" in cols:
         frac = pl.col("f").str.pad_end(9, "0").str.slice(0, 9).cast(pl.Int64, strict=False)
     else:
@@ -240,40 +273,59 @@ def _ts_ns(cols: set[str]) -> pl.Expr:
 def _conform(df: pl.DataFrame) -> pl.DataFrame:
     """Keep the line columns and LINE_FIELDS (missing ones as NULL), typed."""
     have = set(df.columns)
-    cols = {"ord": pl.UInt32, "line_no": pl.Int64, "l": pl.String, "c": pl.String, **PREFIX_FIELDS, **LINE_FIELDS}
-    return df.select((pl.col(n).cast(t, strict=False) if n in have else pl.lit(None, t)).alias(n) for n, t in cols.items())
+    cols = {
+        "ord": pl.UInt32,
+        "line_no": pl.Int64,
+        "l": pl.String,
+        "c": pl.String,
+        **PREFIX_FIELDS,
+        **LINE_FIELDS,
+    }
+    return df.select(
+        (pl.col(n).cast(t, strict=False) if n in have else pl.lit(None, t)).alias(n) for n, t in cols.items()
+    )
 
 
-def _plog_fast(df: pl.DataFrame) -> pl.DataFrame:
-    """ASCII plog headers by position: a third of the cost of a capturing regex."""
-    l, p1, p2, pc, p3 = pl.col("l"), pl.col("p1"), pl.col("p2"), pl.col("pc"), pl.col("p3")
+def _plog_fast(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Plog headers by position (a third of the cost of a capturing regex), checked by what they parse to.
+
+    Returns the parsed lines and those that did not parse (non-ASCII before the body, a missing field…)
+    for the regex path.
+    """
+    line, p1, p2, pc, p3 = pl.col("l"), pl.col("p1"), pl.col("p2"), pl.col("pc"), pl.col("p3")
     df = df.with_columns(
-        p1=l.str.find("]", literal=True), p2=l.str.find("(", literal=True),
-        pc=l.str.find(",", literal=True), p3=l.str.find("):", literal=True),
+        p1=line.str.find("]", literal=True), p2=line.str.find("(", literal=True),
+        pc=line.str.find(",", literal=True), p3=line.str.find("):", literal=True),
     )  # fmt: skip
-    stamp = l.str.slice(p3 + 2, 19)
+    stamp = line.str.slice(p3 + 2, 19)
+    frac = (
+        line.str.slice(p3 + 22, 3).cast(pl.Int64, strict=False) * 1_000_000
+        + line.str.slice(p3 + 26, 3).cast(pl.Int64, strict=False) * 1000
+    )
     df = df.with_columns(
-        level=l.str.slice(1, 2).replace_strict(LEVEL_TAGS, default=None),
-        module=l.str.slice(p1 + 1, p2 - p1 - 1).str.strip_chars_start(" "),
-        pid=l.str.slice(p2 + 1, pc - p2 - 1).cast(pl.Int64, strict=False),
-        pname=l.str.slice(pc + 1, p3 - pc - 1),
-        ts_ns=stamp.str.to_datetime("%Y-%m-%d-%H:%M:%S", time_unit="ns", strict=False, cache=True).cast(pl.Int64)
-        + l.str.slice(p3 + 22, 3).cast(pl.Int64, strict=False) * 1_000_000
-        + l.str.slice(p3 + 26, 3).cast(pl.Int64, strict=False) * 1000,
-        rest=l.str.slice(p3 + 29).str.strip_chars_start(" "),
+        level=line.str.slice(1, 2).replace_strict(LEVEL_TAGS, default=None),
+        module=line.str.slice(p1 + 1, p2 - p1 - 1).str.strip_chars_start(" "),
+        pid=line.str.slice(p2 + 1, pc - p2 - 1).cast(pl.Int64, strict=False),
+        pname=line.str.slice(pc + 1, p3 - pc - 1),
+        ts_ns=stamp.str.to_datetime("%Y-%m-%d-%H:%M:%S", time_unit="ns", strict=False, cache=True).cast(
+            pl.Int64
+        )
+        + frac,
+        rest=line.str.slice(p3 + 29).str.strip_chars_start(" "),
     )
     if df["ts_ns"].null_count():  # TorchAir writes a space between date and time
-        spaced = stamp.str.to_datetime("%Y-%m-%d %H:%M:%S", time_unit="ns", strict=False, cache=True).cast(pl.Int64)
-        frac = pl.col("ts_ns").fill_null(0)  # the ms/µs part of a NULL sum is gone: recompute it
-        frac = l.str.slice(p3 + 22, 3).cast(pl.Int64, strict=False) * 1_000_000 + l.str.slice(p3 + 26, 3).cast(
-            pl.Int64, strict=False
-        ) * 1000
-        df = df.with_columns(ts_ns=pl.coalesce(pl.col("ts_ns"), spaced + frac))
+        spaced = stamp.str.to_datetime("%Y-%m-%d %H:%M:%S", time_unit="ns", strict=False, cache=True)
+        df = df.with_columns(ts_ns=pl.coalesce(pl.col("ts_ns"), spaced.cast(pl.Int64) + frac))
     if df["rest"].str.starts_with("[status:").any():
         df = df.with_columns(rest=pl.col("rest").str.replace(r"^\[status:\w+\] *", ""))
     p5 = pl.col("rest").str.find("]", literal=True)
     df = df.with_columns(src=pl.col("rest").str.slice(1, p5 - 1), body=pl.col("rest").str.slice(p5 + 1))
-    return _split_body(df.with_columns(c=l))
+    ok = (
+        pl.col("ts_ns").is_not_null() & pl.col("level").is_not_null() & pl.col("pid").is_not_null()
+        & (pl.col("p3") > pl.col("pc")) & pl.col("rest").str.starts_with("[") & pl.col("src").str.contains(r":\d+$")
+    )  # fmt: skip
+    good = df.filter(ok)
+    return _split_body(good.with_columns(c=line)), df.filter(~ok).select(["ord", "line_no", "l"])
 
 
 def _split_body(df: pl.DataFrame) -> pl.DataFrame:
@@ -284,7 +336,9 @@ def _split_body(df: pl.DataFrame) -> pl.DataFrame:
     msg = pl.col("body").str.slice(pl.col("x").struct.field("pre").str.len_chars().fill_null(0))
     dl = pl.col("x").struct.field("dl")
     return _conform(
-        df.with_columns(tid=tid, msg=pl.when(dl.is_not_null()).then(dl + msg).otherwise(msg), form=pl.lit("plog"))
+        df.with_columns(
+            tid=tid, msg=pl.when(dl.is_not_null()).then(dl + msg).otherwise(msg), form=pl.lit("plog")
+        )
     )
 
 
@@ -300,7 +354,9 @@ def _strip_prefixes(df: pl.DataFrame) -> pl.DataFrame:
         c=pl.col("rest"),
         p_level=pl.col("vlevel"),
         p_ts=_ts_ns(cols),
-        p_rank=pl.coalesce(pl.col("trank"), pl.col("actor").str.extract(r"rank=(\d+)", 1)).cast(pl.Int32, strict=False),
+        p_rank=pl.coalesce(pl.col("trank"), pl.col("actor").str.extract(r"rank=(\d+)", 1)).cast(
+            pl.Int32, strict=False
+        ),
         p_pid=pl.coalesce(pl.col("apid"), pl.col("pfile").str.extract(r"(?:plog|device)-(\d+)_", 1)).cast(
             pl.Int64, strict=False
         ),
@@ -314,7 +370,9 @@ def _forms(df: pl.DataFrame) -> list[pl.DataFrame]:
     which = pl.when(c.str.contains(PLOG_RX)).then(pl.lit("plog"))
     for name, rx in FORMS:
         which = which.when(c.str.contains(rx)).then(pl.lit(name))
-    df = df.select("ord", "line_no", "l", "c", *PREFIX_FIELDS).with_columns(form=which.otherwise(pl.lit(None, pl.String)))
+    df = df.select("ord", "line_no", "l", "c", *PREFIX_FIELDS).with_columns(
+        form=which.otherwise(pl.lit(None, pl.String))
+    )
     parts = [_conform(df.filter(pl.col("form").is_null()).with_columns(msg=c).drop("form"))]
     for name, rx in (("plog", PLOG_RX), *FORMS):
         sub = df.filter(pl.col("form") == name)
@@ -336,11 +394,24 @@ def _console_fields(sub: pl.DataFrame, name: str) -> pl.DataFrame:
     msg = pl.col("c") if name == "pyexc" or "msg" not in cols else pl.coalesce(pl.col("msg"), pl.col("c"))
     sub = sub.with_columns(level=level, pid=pid, msg=msg, ts_ns=_ts_ns(cols), form=pl.lit(name))
     if "dev" in cols:
-        sub = sub.with_columns(dev=pl.col("dev").cast(pl.Int32, strict=False), rank=pl.col("rank").cast(pl.Int32, strict=False))
-        sub = sub.with_columns(dev=pl.when(pl.col("dev") >= 0).then(pl.col("dev")), rank=pl.when(pl.col("rank") >= 0).then(pl.col("rank")))
+        sub = sub.with_columns(
+            dev=pl.col("dev").cast(pl.Int32, strict=False), rank=pl.col("rank").cast(pl.Int32, strict=False)
+        )
+        sub = sub.with_columns(
+            dev=pl.when(pl.col("dev") >= 0).then(pl.col("dev")),
+            rank=pl.when(pl.col("rank") >= 0).then(pl.col("rank")),
+        )
     if "module" in cols and name == "pyexc":
         sub = sub.with_columns(module=pl.lit(None, pl.String))
     return sub
+
+
+def split_lines(text: str) -> list[str]:
+    """The lines of a decoded block: CR LF and LF ends, no trailing empty line (faster than a Polars split)."""
+    lines = text.replace("\r\n", "\n").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [x.rstrip("\r") for x in lines] if "\r" in text else lines
 
 
 def parse_lines(lines: list[str], line0: int) -> pl.DataFrame:
@@ -349,11 +420,15 @@ def parse_lines(lines: list[str], line0: int) -> pl.DataFrame:
     if (df["l"].str.count_matches(_LEVEL_TAG) > 1).any():
         df = df.with_columns(l=pl.col("l").str.replace_all(GLUED, "${1}\n${2}").str.split("\n")).explode("l")
     df = df.with_row_index("ord").filter(pl.col("l").str.contains(r"\S"))
-    fast = df["l"].str.contains(PLOG_FAST)
-    parts = [_plog_fast(df.filter(fast))] if fast.any() else []
-    other = df.filter(~fast)
+    fast = df["l"].str.contains(PLOG_START)
+    parts, other = [], df.filter(~fast)
+    if fast.any():
+        parsed, failed = _plog_fast(df.filter(fast))
+        parts, other = [parsed], pl.concat([other, failed]) if failed.height else other
     if not other.is_empty():
         parts += _forms(_strip_prefixes(other))
+    if not parts:
+        return _conform(df.with_columns(c=pl.col("l"))).drop(*PREFIX_FIELDS)
     out = pl.concat(parts).sort("ord")
     return out.with_columns(
         level=pl.coalesce(pl.col("level"), pl.col("p_level")).replace(LEVEL_NAMES),
@@ -387,14 +462,20 @@ def group_records(lines: pl.DataFrame) -> pl.DataFrame:
     if one.height == lines.height:
         return one
     firsts = [pl.col(c).first() for c in ("line_no", *LINE_FIELDS)]
-    multi = lines.filter(~single).group_by("rec", maintain_order=True).agg(
-        *firsts,
-        raw=pl.col("l").str.join("\n"),
-        more=pl.col("c").slice(1).str.join("\n"),
-        last_line=pl.col("line_no").last(),
+    multi = (
+        lines.filter(~single)
+        .group_by("rec", maintain_order=True)
+        .agg(
+            *firsts,
+            raw=pl.col("l").str.join("\n"),
+            more=pl.col("c").slice(1).str.join("\n"),
+            last_line=pl.col("line_no").last(),
+        )
     )
     more = pl.col("more")
-    multi = multi.with_columns(msg=pl.when(more != "").then(pl.col("msg") + "\n" + more).otherwise(pl.col("msg")))
+    multi = multi.with_columns(
+        msg=pl.when(more != "").then(pl.col("msg") + "\n" + more).otherwise(pl.col("msg"))
+    )
     keep = ["rec", "line_no", *LINE_FIELDS, "raw", "last_line"]
     return pl.concat([one.select(keep), multi.select(keep)])
 
@@ -407,12 +488,18 @@ def enrich(rec: pl.DataFrame, file_pid: int | None, file_device: int | None) -> 
     if len(hits):
         found = rec[hits].select(pl.coalesce(pl.col("code"), *[msg.str.extract(rx, 1) for _, rx in CODES]))
         code = code.scatter(hits, found.to_series())
-    letter = code.str.extract(r"^([EWI])[0-9A-Z]\d{4}$", 1).replace({"E": "ERROR", "W": "WARNING", "I": "INFO"})
+    letter = code.str.extract(r"^([EWI])[0-9A-Z]\d{4}$", 1).replace(
+        {"E": "ERROR", "W": "WARNING", "I": "INFO"}
+    )
     return rec.with_columns(
         code=code,
         level=pl.coalesce(pl.col("level"), letter),
         rank=pl.coalesce(pl.col("rank"), msg.str.extract(RANK_RX, 1).cast(pl.Int32, strict=False)),
-        dev=pl.coalesce(pl.col("dev"), msg.str.extract(DEVICE_RX, 1).cast(pl.Int32, strict=False), pl.lit(file_device, pl.Int32)),
+        dev=pl.coalesce(
+            pl.col("dev"),
+            msg.str.extract(DEVICE_RX, 1).cast(pl.Int32, strict=False),
+            pl.lit(file_device, pl.Int32),
+        ),
         pid=pl.coalesce(pl.col("pid"), pl.lit(file_pid, pl.Int64)),
         pname=pl.when(pl.col("pname") != "").then(pl.col("pname")),
     )
@@ -422,7 +509,7 @@ def to_table(rec: pl.DataFrame, run_id: int | None, file_id: int, record0: int) 
     out = rec.with_columns(
         run_id=pl.lit(run_id, pl.Int64),
         file_id=pl.lit(file_id, pl.Int64),
-        record_no=pl.col("rec") + (record0 + 1),
+        record_no=pl.col("rec") + (record0 + 1),  # the insert adds the records of the blocks before
         line_count=(pl.col("last_line") - pl.col("line_no") + 1).cast(pl.Int32),
         process_name=pl.col("pname"),
         device_id=pl.col("dev"),
@@ -460,10 +547,26 @@ def _decode(raw: bytes, seen: _Text) -> str:
         return raw.decode("utf-8", errors="replace")
 
 
-def read_blocks(path: Path, display: str, seen: _Text) -> Iterator[tuple[list[str], bool]]:
-    """Blocks of whole lines (CR/LF stripped) and whether the block is the file's last."""
+_RECORD_CUT = re.compile(rf"\n(?=\[(?:{LEVELS})\] ?[A-Z][A-Z0-9_]*\(\d+,)".encode())
+_LINE_CUT = re.compile(rb"\n(?=\S)")
+
+
+def _cut(data: bytes) -> int:
+    """Where the last record of a block surely starts (before a plog header, else before an unindented
+    line); 0 when the block holds no such place, and then, past MAX_LINE_BYTES, the last line end."""
+    tail = max(0, len(data) - (1 << 20))
+    for rx in (_RECORD_CUT, _LINE_CUT):
+        last = None
+        for last in rx.finditer(data, tail):  # noqa: B007 - the last match is the one wanted
+            pass
+        if last is not None and last.start() > 0:
+            return last.start() + 1
+    return data.rfind(b"\n") + 1 if len(data) >= MAX_LINE_BYTES else 0
+
+
+def read_chunks(path: Path, display: str, seen: _Text) -> Iterator[bytes]:
+    """Blocks of whole records (a block ends just before a line that starts a record), BOM removed."""
     pending = b""
-    ahead: list[str] | None = None
     with open(path, "rb") as fh:
         first = True
         while True:
@@ -472,64 +575,79 @@ def read_blocks(path: Path, display: str, seen: _Text) -> Iterator[tuple[list[st
             if first:
                 if _looks_binary(data[:65536]):
                     raise BadInputError(display, "binary content (control bytes), not a text log")
-                data = data.removeprefix(b"\xef\xbb\xbf")
-                first = False
-            if chunk:
-                cut = data.rfind(b"\n")
-                if cut < 0 and len(data) < MAX_LINE_BYTES:
-                    pending = data
-                    continue
-                cut = len(data) - 1 if cut < 0 else cut
-                pending, data = data[cut + 1 :], data[: cut + 1]
-            elif data and not data.endswith(b"\n"):
-                seen.truncated_last_line = True
-            if not data:
-                break
-            text = _decode(data, seen).replace("\r\n", "\n")
-            lines = text.split("\n")
-            if lines and lines[-1] == "":
-                lines.pop()
-            lines = [x.rstrip("\r") for x in lines] if "\r" in text else lines
-            if ahead is not None:
-                yield ahead, False
-            ahead = lines
-            if not chunk:
-                break
-    if ahead is not None:
-        yield ahead, True
+                data, first = data.removeprefix(b"\xef\xbb\xbf"), False
+            if len(chunk) < BLOCK_BYTES:  # the end of the file
+                if data:
+                    seen.truncated_last_line = not data.endswith(b"\n")
+                    yield data
+                return
+            cut = _cut(data)
+            if cut <= 0 and len(data) < MAX_LINE_BYTES:  # the record goes on: read on
+                pending = data
+                continue
+            cut = cut if cut > 0 else len(data)
+            pending = data[cut:]
+            yield data[:cut]
 
 
 # -- the parser ----------------------------------------------------------------------------------------------
-def _file_hints(path: Path) -> tuple[int | None, int | None, bool]:
-    """pid from plog-<pid>_<ts>.log / device-<pid>_<ts>.log, device from a device-<id> folder; plog by name."""
-    m = _PLOG_NAME.match(path.name)
-    d = _DEVICE_DIR.match(path.parent.name)
-    return (int(m.group(1)) if m else None, int(d.group(1)) if d else None, m is not None)
+@dataclass(frozen=True)
+class _File:
+    """What every block of a file is parsed with."""
+
+    run_id: int | None
+    file_id: int
+    pid: int | None  # from plog-<pid>_<ts>.log / device-<pid>_<ts>.log
+    device: int | None  # from a device-<id> folder
+    plog_mode: bool  # a plog: a line that is no header continues the record above
 
 
-def _batches(ctx: ParseContext, seen: _Text) -> Iterator[pa.Table]:
-    rules = load_rules()
-    file_pid, file_device, plog_mode = _file_hints(ctx.path)
-    carry: pl.DataFrame | None = None
-    line0, record0, decided = 1, 0, plog_mode
-    for lines, last in read_blocks(ctx.path, ctx.display, seen):
-        parsed = parse_lines(lines, line0)
-        line0 += len(lines)
-        if not decided and parsed.height:  # a plog without its usual name: most lines are headers
-            plog_mode, decided = bool((parsed["form"] == "plog").fill_null(False).mean() >= 0.5), True
-        parsed = mark_starts(parsed, plog_mode)
-        if carry is not None:
-            parsed = pl.concat([carry, parsed])
-            carry = None
-        if not last:  # the last record may go on in the next block
-            starts = np.flatnonzero(parsed["start"].to_numpy())
-            if len(starts) and starts[-1] > 0:
-                parsed, carry = parsed[: starts[-1]], parsed[starts[-1] :]
-        if parsed.is_empty():
-            continue
-        rec = classify(enrich(group_records(parsed), file_pid, file_device), rules)
-        yield to_table(rec, ctx.run_id, ctx.file_id, record0)
-        record0 += int(rec["rec"].max()) + 1  # type: ignore[arg-type]
+def _file_of(ctx: ParseContext, first: bytes) -> _File:
+    m = _PLOG_NAME.match(ctx.path.name)
+    d = _DEVICE_DIR.match(ctx.path.parent.name)
+    head = first[: 1 << 20]
+    headers = len(_RECORD_CUT.findall(head)) + bool(re.match(rf"\[(?:{LEVELS})\]".encode(), head))
+    plog = m is not None or headers >= 0.5 * max(1, head.count(b"\n"))
+    return _File(
+        ctx.run_id, ctx.file_id, int(m.group(1)) if m else None, int(d.group(1)) if d else None, plog
+    )
+
+
+def parse_block(data: bytes, line0: int, f: _File) -> tuple[pa.Table, _Text]:
+    """One block of whole records → its rows (record_no from 1 within the block) and what decoding saw."""
+    seen = _Text()
+    parsed = mark_starts(parse_lines(split_lines(_decode(data, seen)), line0), f.plog_mode)
+    if parsed.is_empty():  # only blank lines
+        return pl.DataFrame(schema=COLUMNS).to_arrow(), seen
+    rec = classify(enrich(group_records(parsed), f.pid, f.device), load_rules())
+    return to_table(rec, f.run_id, f.file_id, 0), seen
+
+
+def _tables(ctx: ParseContext, seen: _Text) -> Iterator[pa.Table]:
+    """Blocks parsed on WORKERS threads (Polars releases the GIL), yielded in file order."""
+    chunks = read_chunks(ctx.path, ctx.display, seen)
+    first = next(chunks, b"")
+    if not first:
+        return
+    f, line0 = _file_of(ctx, first), 1
+    with ThreadPoolExecutor(WORKERS, thread_name_prefix="cann_log") as pool:
+        pending: deque[Future[tuple[pa.Table, _Text]]] = deque()
+        for data in itertools.chain([first], chunks):
+            pending.append(pool.submit(parse_block, data, line0, f))
+            line0 += data.count(b"\n") + (not data.endswith(b"\n"))
+            while len(pending) > WORKERS:
+                yield _noted(pending.popleft().result(), seen)
+        while pending:
+            yield _noted(pending.popleft().result(), seen)
+
+
+def _noted(result: tuple[pa.Table, _Text], seen: _Text) -> pa.Table:
+    table, block = result
+    if block.encoding != "utf-8":
+        seen.encoding = block.encoding
+    seen.nul_bytes += block.nul_bytes
+    seen.replaced |= block.replaced
+    return table
 
 
 class CannLogParser:
@@ -544,10 +662,13 @@ class CannLogParser:
     def parse(self, ctx: ParseContext) -> ParseResult:
         result, seen = ParseResult(), _Text()
         rows = 0
-        for table in _pipelined(_batches(ctx, seen)):
+        for table in _tables(ctx, seen):
             ctx.con.register("_log_batch", table)
-            try:
-                ctx.con.execute("INSERT INTO log_records BY NAME SELECT * FROM _log_batch").fetchall()
+            try:  # record numbers run on across blocks
+                ctx.con.execute(
+                    "INSERT INTO log_records BY NAME SELECT * REPLACE (record_no + ? AS record_no) FROM _log_batch",
+                    [rows],
+                ).fetchall()
             finally:
                 ctx.con.unregister("_log_batch")
             rows += table.num_rows
@@ -558,47 +679,11 @@ class CannLogParser:
             result.notes.append(f"decoded as {seen.encoding}")
         if seen.nul_bytes:
             result.notes.append(f"dropped {seen.nul_bytes} NUL bytes")
+        if seen.replaced:
+            result.notes.append("bytes that are neither UTF-8 nor GB18030 replaced by U+FFFD")
         if seen.truncated_last_line:
             result.notes.append("last line has no newline (file cut mid-write?)")
         return result
-
-
-def _pipelined(batches: Iterator[pa.Table], depth: int = 2) -> Iterator[pa.Table]:
-    """Parse on a worker thread while the caller inserts: Polars and DuckDB both release the GIL."""
-    q: queue.Queue[object] = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-    done = object()
-
-    def produce() -> None:
-        try:
-            for item in batches:
-                while not stop.is_set():
-                    try:
-                        q.put(item, timeout=0.2)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    return
-            q.put(done)
-        except BaseException as exc:  # handed to the consumer, raised there
-            q.put(exc)
-
-    worker = threading.Thread(target=produce, name="cann_log-parse", daemon=True)
-    worker.start()
-    try:
-        while (item := q.get()) is not done:
-            if isinstance(item, BaseException):
-                raise item
-            yield item  # type: ignore[misc]
-    finally:
-        stop.set()
-        while worker.is_alive():
-            try:
-                q.get(timeout=0.1)
-            except queue.Empty:
-                pass
-        worker.join()
 
 
 PARSER = CannLogParser()

@@ -130,8 +130,9 @@ def _candidates(store: Store, run_id: int | None) -> list[dict[str, Any]]:
     sql = f"""
     WITH rr(rule_id, role_rank, cat_rank) AS (VALUES {values}),
     f AS (SELECT l.file_id, l.record_no, l.line_no, l.ts_ns, l.level, l.pid, l.rank, l.code, l.category,
-                 l.rule_id, l.severity, l.raw, rr.role_rank, rr.cat_rank
-          FROM log_records l JOIN rr USING (rule_id)
+                 l.rule_id, l.severity, l.raw, coalesce(rr.role_rank, 0) AS role_rank,
+                 coalesce(rr.cat_rank, 50) AS cat_rank  -- a rule gone from the file since ingest: a cause
+          FROM log_records l LEFT JOIN rr USING (rule_id)
           WHERE l.category IS NOT NULL AND l.severity <> 'none'{where}),
     franks AS (SELECT file_id, mode(rank) AS frank FROM log_records
                WHERE rank IS NOT NULL AND file_id IN (SELECT file_id FROM f) GROUP BY file_id),

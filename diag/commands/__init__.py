@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from diag.commands import app, findings, ingest, logs, runs, sql
+from diag.commands import app, export, findings, ingest, logs, runs, sql
 
-COMMANDS = (ingest, runs, findings, logs, sql, app)
+COMMANDS = (ingest, runs, findings, logs, sql, export, app)

@@ -1,0 +1,160 @@
+"""Logs: the ranked root causes found in CANN / torch_npu logs, then the classified records with filters,
+each with the raw lines around it.  No SQL here: the analysis layer (diag.analyses.log_diagnosis) answers,
+cached by the database fingerprint."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pandas as pd
+import streamlit as st
+
+from app import data
+from diag.analyses import log_diagnosis as diagnosis
+
+SEVERITY = {
+    "high": ":red-badge[high]",
+    "medium": ":orange-badge[medium]",
+    "low": ":blue-badge[low]",
+    "info": ":gray-badge[info]",
+}
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _scopes(fp: str) -> list[dict]:
+    return diagnosis.log_scopes(data.store())
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _causes(fp: str, run_id: int | None) -> list[diagnosis.RootCause]:
+    return diagnosis.root_causes(data.store(), run_id)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _values(fp: str, run_id: int | None) -> dict:
+    return diagnosis.filter_values(data.store(), run_id)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _records(fp: str, run_id: int | None, filters: tuple) -> list[dict]:
+    return diagnosis.log_records(data.store(), run_id, **dict(filters))
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _context(fp: str, file_id: int, record_no: int) -> list[dict]:
+    return diagnosis.record_context(data.store(), file_id, record_no, before=8, after=8)
+
+
+def _time(ns: int | None) -> str:
+    return "-" if ns is None else datetime.fromtimestamp(ns / 1e9, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def _dt(ns: int) -> datetime:
+    return datetime.fromtimestamp(ns / 1e9, tz=UTC).replace(tzinfo=None)
+
+
+def _ns(dt: datetime) -> int:
+    return int(dt.replace(tzinfo=UTC).timestamp() * 1_000_000) * 1000
+
+
+st.title("Logs")
+fp = data.fingerprint()
+scopes = _scopes(fp)
+if not scopes:
+    st.info("No log yet: upload plog / device logs or a console capture on the Upload page.")
+    st.stop()
+choices: list[int | None] = [None] + [s["run_id"] for s in scopes if s["run_id"] is not None]
+names = {None: f"every log ({sum(s['files'] for s in scopes)} files)"}
+names |= {s["run_id"]: f"run {s['run_id']} · {s['name']} ({s['files']} files)" for s in scopes if s["run_id"]}
+run_id = st.selectbox("Logs of", choices, format_func=names.get, key="logs_scope")
+
+st.subheader("Root causes")
+causes = _causes(fp, run_id)
+if not causes:
+    st.success("No error found in these logs.")
+st.caption(
+    "Ranked: severity, then a cause before its echoes (an EI0002 timeout on one rank usually follows a failure "
+    "on another; ERR00100 wraps the real code; aborts follow errors), then category, then time."
+)
+for c in causes:
+    with st.container(border=True):
+        echo = f" · likely an echo of **#{c.echo_of}**" if c.echo_of else ""
+        ranks = f" · rank {', '.join(map(str, c.ranks))}" if c.ranks else ""
+        st.markdown(
+            f"**#{c.rank}** {SEVERITY.get(c.severity, c.severity)} **{c.title}** · {c.role}{echo}{ranks} · "
+            f"{c.count} record(s) · first {_time(c.first_ns)}"
+        )
+        st.write(c.explanation)
+        st.markdown(f"**Fix:** {c.fix}")
+        if c.codes:
+            st.caption(" · ".join(f"`{k['code']}` {k.get('meaning', '')}" for k in c.codes))
+        with st.expander("evidence"):
+            for e in c.evidence:
+                wraps = f" (wraps {e.wraps})" if e.wraps else ""
+                st.caption(
+                    f"{e.file}:{e.line_no} · {_time(e.ts_ns)} · rank {e.rank if e.rank is not None else '-'}{wraps}"
+                )
+                st.code(e.raw, language=None)
+
+st.subheader("Records")
+values = _values(fp, run_id)
+cols = st.columns(5)
+levels = cols[0].multiselect("level", values["level"], key="logs_level")
+modules = cols[1].multiselect("module", values["module"], key="logs_module")
+codes = cols[2].multiselect("code", values["code"], key="logs_code")
+categories = cols[3].multiselect("category", values["category"], key="logs_category")
+ranks = cols[4].multiselect("rank", values["rank"], key="logs_rank")
+flagged = st.checkbox("only records a rule flagged (noise excluded)", value=True, key="logs_flagged")
+window = None
+if values["start_ns"] is not None and values["end_ns"] > values["start_ns"]:
+    lo, hi = _dt(values["start_ns"]), _dt(values["end_ns"])
+    window = st.slider(
+        "time (local time of the logs)", lo, hi, (lo, hi), format="YYYY-MM-DD HH:mm:ss", key="logs_time"
+    )
+filters = {
+    "levels": levels or None,
+    "modules": modules or None,
+    "codes": codes or None,
+    "categories": categories or None,
+    "ranks": ranks or None,
+    "flagged_only": flagged,
+    "limit": 2000,
+}
+if window and (window[0] > _dt(values["start_ns"]) or window[1] < _dt(values["end_ns"])):
+    filters |= {"start_ns": _ns(window[0]), "end_ns": _ns(window[1]) + 999_999}
+rows = _records(fp, run_id, tuple(sorted(filters.items())))
+st.caption(f"{len(rows):,} record(s){' (first 2,000)' if len(rows) == 2000 else ''}")
+if rows:
+    table = pd.DataFrame(
+        {
+            "time": [_time(r["ts_ns"]) for r in rows],
+            "file": [r["source"].rsplit("/", 1)[-1] for r in rows],
+            "line": [r["line_no"] for r in rows],
+            "level": [r["level"] for r in rows],
+            "module": [r["module"] for r in rows],
+            "rank": [r["rank"] for r in rows],
+            "code": [r["code"] for r in rows],
+            "category": [r["category"] for r in rows],
+            "message": [(r["message"] or "").split("\n", 1)[0][:300] for r in rows],
+        }
+    )
+    st.dataframe(table, hide_index=True, width="stretch")
+    pick = st.selectbox(
+        "Raw lines around",
+        range(len(rows)),
+        format_func=lambda i: (
+            f"{rows[i]['source'].rsplit('/', 1)[-1]}:{rows[i]['line_no']} — "
+            f"{(rows[i]['message'] or '').split(chr(10), 1)[0][:120]}"
+        ),
+        key="logs_context",
+    )
+    here = rows[pick]
+    around = _context(fp, here["file_id"], here["record_no"])
+    st.caption(f"{here['source']} — lines around line {here['line_no']} (the record is marked ▶)")
+    st.code(
+        "\n".join(
+            ("▶ " if r["record_no"] == here["record_no"] else "  ") + r["raw"].replace("\n", "\n  ")
+            for r in around
+        ),
+        language=None,
+    )

@@ -1,0 +1,194 @@
+"""The same workload on Ascend and on CUDA, op class by op class: where does the Ascend run lose time?
+
+Both runs are measured with the same definitions: the device-time breakdown of ``stall_breakdown`` (one
+interval sweep, the same buckets) and op classes from one rules file (``rules/op_classes.csv``) applied to
+Ascend op types and CUDA kernel names alike.  Figures are per step (total ÷ steps) so captures of different
+lengths compare; a capture pair that is not comparable (step counts, kernels per step, shapes) is flagged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from diag.analyses import op_classes
+from diag.analyses.stall_breakdown import BUCKETS, Breakdown, breakdown
+from diag.store import Store
+
+KERNELS_PER_STEP_TOLERANCE = 0.2  # beyond ±20% the two captures probably ran different work
+
+
+@dataclass
+class ClassRow:
+    op_class: str
+    count_a: int
+    count_b: int
+    total_a_ns: int
+    total_b_ns: int
+    per_step_a_ns: float
+    per_step_b_ns: float
+    mean_a_ns: float | None
+    mean_b_ns: float | None
+    share_a_pct: float
+    share_b_pct: float
+    ratio: float | None  # A / B per step (Ascend / CUDA): > 1 means slower on A
+    delta_per_step_ms: float  # time A loses per step in this class (negative: A is faster)
+
+
+@dataclass
+class OpRow:
+    op: str
+    calls_a: int
+    calls_b: int
+    device_a_ns: int
+    device_b_ns: int
+    ratio: float | None
+    delta_per_step_ms: float
+
+
+@dataclass
+class Comparison:
+    run_a: dict[str, Any]
+    run_b: dict[str, Any]
+    steps_a: int
+    steps_b: int
+    overall: list[dict[str, Any]]  # per bucket: per-step ms on both sides, ratio, delta
+    classes: list[ClassRow]
+    ops: list[OpRow]
+    phases: list[dict[str, Any]]
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def top_losses(self, n: int = 3) -> list[ClassRow]:
+        return [c for c in self.classes if c.delta_per_step_ms > 0][:n]
+
+
+def _run(store: Store, run_id: int) -> dict[str, Any]:
+    cur = store.cursor()
+    rows = cur.execute(
+        "SELECT run_id, name, platform, device_name, source, profiler_level FROM runs WHERE run_id = ?", [run_id]
+    ).fetchall()
+    if not rows:
+        raise ValueError(f"no run {run_id}")
+    return dict(zip(("run_id", "name", "platform", "device_name", "source", "profiler_level"), rows[0], strict=True))
+
+
+def _platform(run: dict[str, Any]) -> str:
+    return "cuda" if run["platform"] == "cuda" else "ascend"
+
+
+def class_totals(store: Store, run_id: int, platform: str) -> dict[str, tuple[int, int]]:
+    """op class -> (count, total ns) of a run's device tasks; distinct names are classified once."""
+    name_case = op_classes.sql_case("name", "op_type", platform)
+    rows = store.cursor().execute(
+        f"""WITH by_name AS (
+                SELECT t.name, any_value(coalesce(t.op, t.op_type)) AS op_type, t.kind, count(*) AS n, sum(t.dur_ns) AS ns
+                FROM tasks t WHERE t.run_id = $run AND t.kind NOT IN ('SYNC', 'COMM_TASK') GROUP BY t.name, t.kind),
+             classed AS (SELECT CASE WHEN kind = 'COMMUNICATION' THEN 'communication'
+                                     WHEN kind = 'MEMCPY' AND lower(name) LIKE '%memset%' THEN 'memset'
+                                     WHEN kind = 'MEMCPY' THEN 'memcpy'
+                                     ELSE {name_case} END AS op_class, n, ns FROM by_name)
+            SELECT op_class, sum(n), sum(ns) FROM classed GROUP BY op_class""",
+        {"run": run_id},
+    ).fetchall()
+    return {c: (int(n), int(ns)) for c, n, ns in rows}
+
+
+def _n_steps(bd: Breakdown) -> int:
+    return max(1, len([s for s in bd.steps if s.e2e_ns > 0]))
+
+
+def _warnings(store: Store, a: dict, b: dict, bd_a: Breakdown, bd_b: Breakdown, ca: dict, cb: dict) -> list[str]:
+    out = []
+    if a["platform"] == b["platform"]:
+        out.append(f"both runs are {a['platform']}: the comparison is meant for an Ascend run against a CUDA run")
+    if len(bd_a.steps) != len(bd_b.steps):
+        out.append(f"different step counts ({len(bd_a.steps)} vs {len(bd_b.steps)}): figures are per step")
+    if bd_a.step_source != bd_b.step_source:
+        out.append(f"steps found differently ({bd_a.step_source} vs {bd_b.step_source})")
+    ka = sum(n for c, (n, _) in ca.items() if c not in ("memcpy", "memset")) / _n_steps(bd_a)
+    kb = sum(n for c, (n, _) in cb.items() if c not in ("memcpy", "memset")) / _n_steps(bd_b)
+    if ka and kb and abs(ka - kb) / max(ka, kb) > KERNELS_PER_STEP_TOLERANCE:
+        out.append(f"kernels per step differ ({ka:,.0f} vs {kb:,.0f}): different batch, model or fusion — "
+                   "compare classes, not counts")
+    for cls in ("attention_prefill", "attention_decode"):
+        if (cls in ca) != (cls in cb):
+            out.append(f"{cls} appears in only one run: the captures may cover different phases")
+    return out
+
+
+def compare(store: Store, run_a: int, run_b: int) -> Comparison:
+    """Run A (usually Ascend) against run B (usually the CUDA baseline)."""
+    a, b = _run(store, run_a), _run(store, run_b)
+    bd_a, bd_b = breakdown(store, run_a), breakdown(store, run_b)
+    sa, sb = _n_steps(bd_a), _n_steps(bd_b)
+    ca, cb = class_totals(store, run_a, _platform(a)), class_totals(store, run_b, _platform(b))
+    total_a = sum(ns for _, ns in ca.values()) or 1
+    total_b = sum(ns for _, ns in cb.values()) or 1
+    classes = []
+    for cls in sorted(set(ca) | set(cb)):
+        na, ta = ca.get(cls, (0, 0))
+        nb, tb = cb.get(cls, (0, 0))
+        pa, pb = ta / sa, tb / sb
+        classes.append(ClassRow(
+            cls, na, nb, ta, tb, pa, pb, ta / na if na else None, tb / nb if nb else None,
+            100 * ta / total_a, 100 * tb / total_b, (pa / pb) if pb else None, (pa - pb) / 1e6,
+        ))
+    classes.sort(key=lambda c: -c.delta_per_step_ms)
+    overall = []
+    for bucket in (*BUCKETS, "e2e"):
+        va = (bd_a.total.e2e_ns if bucket == "e2e" else bd_a.total.buckets[bucket]) / sa if bd_a.total else 0.0
+        vb = (bd_b.total.e2e_ns if bucket == "e2e" else bd_b.total.buckets[bucket]) / sb if bd_b.total else 0.0
+        overall.append({"bucket": bucket, "per_step_a_ms": va / 1e6, "per_step_b_ms": vb / 1e6,
+                        "ratio": (va / vb) if vb else None, "delta_per_step_ms": (va - vb) / 1e6})
+    return Comparison(
+        run_a=a, run_b=b, steps_a=sa, steps_b=sb, overall=overall, classes=classes,
+        ops=framework_ops(store, run_a, run_b, sa, sb), phases=phases(store, run_a, run_b, bd_a, bd_b),
+        warnings=_warnings(store, a, b, bd_a, bd_b, ca, cb),
+    )
+
+
+def _op_device_time(store: Store, run_id: int) -> dict[str, tuple[int, int]]:
+    """aten op -> (calls, device ns of the kernels it launched), through the flows host op → device task."""
+    rows = store.cursor().execute(
+        """WITH launched AS (
+               SELECT l.src_tid, l.src_ts_ns, d.dur_ns FROM links l
+               JOIN device_tasks d ON d.run_id = l.run_id AND d.start_ns = l.dst_ts_ns
+               WHERE l.run_id = $run AND l.flow_cat IN ('async_npu', 'ac2g', 'async_cpu_to_gpu', 'async_gpu')),
+             owner AS (
+               SELECT arg_max(h.name, h.start_ns) AS op, any_value(x.dur_ns) AS dur_ns
+               FROM launched x JOIN host_ops h ON h.run_id = $run AND h.tid = x.src_tid
+                    AND x.src_ts_ns BETWEEN h.start_ns AND h.start_ns + h.dur_ns
+               WHERE h.category IN ('cpu_op', 'Operator') AND h.name LIKE 'aten::%'
+               GROUP BY x.src_tid, x.src_ts_ns)
+           SELECT op, count(*), sum(dur_ns) FROM owner GROUP BY op""",
+        {"run": run_id},
+    ).fetchall()
+    return {op: (int(n), int(ns)) for op, n, ns in rows}
+
+
+def framework_ops(store: Store, run_a: int, run_b: int, sa: int, sb: int, limit: int = 30) -> list[OpRow]:
+    oa, ob = _op_device_time(store, run_a), _op_device_time(store, run_b)
+    rows = []
+    for op in set(oa) & set(ob):
+        (na, ta), (nb, tb) = oa[op], ob[op]
+        rows.append(OpRow(op, na, nb, ta, tb, (ta / sa) / (tb / sb) if tb else None, (ta / sa - tb / sb) / 1e6))
+    rows.sort(key=lambda r: -r.delta_per_step_ms)
+    return rows[:limit]
+
+
+def phases(store: Store, run_a: int, run_b: int, bd_a: Breakdown, bd_b: Breakdown) -> list[dict[str, Any]]:
+    """Prefill vs decode where the captures say so (NVTX / annotations named so), else one phase: all steps."""
+    out = []
+    for label, bd in (("a", bd_a), ("b", bd_b)):
+        marks = store.cursor().execute(
+            "SELECT count(*) FILTER (WHERE lower(name) LIKE '%prefill%'), count(*) FILTER (WHERE lower(name) LIKE "
+            "'%decode%') FROM host_ops WHERE run_id = ? AND category IN ('nvtx', 'user_annotation', "
+            "'gpu_user_annotation', 'cpu_op')",
+            [bd.run_id],
+        ).fetchall()[0]
+        out.append({"run": label, "prefill_marks": int(marks[0]), "decode_marks": int(marks[1]),
+                    "steps": len(bd.steps)})
+    return out
