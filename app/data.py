@@ -13,7 +13,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from diag.analyses import cpu_fallback, stall_breakdown
+from diag.analyses import cpu_fallback, log_diagnosis, stall_breakdown
 from diag.analyses import findings as findings_analysis
 from diag.analyses import timeline as tl_analysis
 from diag.analyses.runs import list_runs
@@ -76,7 +76,15 @@ def fallbacks(fp: str, run_id: int) -> list[cpu_fallback.FallbackOp]:
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def findings(fp: str, run_id: int) -> list[findings_analysis.Finding]:
-    return findings_analysis.device_findings(store(), run_id, breakdown(fp, run_id))
+    return findings_analysis.device_findings(
+        store(), run_id, breakdown(fp, run_id)
+    ) + log_diagnosis.log_findings(store(), run_id)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def log_lines(fp: str, refs: tuple[int, ...]) -> list[dict]:
+    """The raw log records behind ``record_ref`` ids (for evidence shown on other pages)."""
+    return log_diagnosis.records_by_ref(store(), list(refs))
 
 
 def open_in_timeline(run_id: int, start_ns: int | None, end_ns: int | None) -> None:

@@ -42,6 +42,11 @@ for i, o in enumerate(device):
             hide_index=True,
             width="stretch",
         )
+        if o.log_evidence:
+            with st.expander(f"log lines naming this op ({len(o.log_evidence)})"):
+                for rec in data.log_lines(fp, tuple(o.log_evidence[:20])):
+                    st.caption(f"{rec['file']}:{rec['line_no']}")
+                    st.code(rec["raw"], language=None)
         if o.call_stack:
             with st.expander("call stack"):
                 st.code(o.call_stack.replace(";", "\n"), language=None)

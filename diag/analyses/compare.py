@@ -68,11 +68,14 @@ class Comparison:
 def _run(store: Store, run_id: int) -> dict[str, Any]:
     cur = store.cursor()
     rows = cur.execute(
-        "SELECT run_id, name, platform, device_name, source, profiler_level FROM runs WHERE run_id = ?", [run_id]
+        "SELECT run_id, name, platform, device_name, source, profiler_level FROM runs WHERE run_id = ?",
+        [run_id],
     ).fetchall()
     if not rows:
         raise ValueError(f"no run {run_id}")
-    return dict(zip(("run_id", "name", "platform", "device_name", "source", "profiler_level"), rows[0], strict=True))
+    return dict(
+        zip(("run_id", "name", "platform", "device_name", "source", "profiler_level"), rows[0], strict=True)
+    )
 
 
 def _platform(run: dict[str, Any]) -> str:
@@ -82,8 +85,10 @@ def _platform(run: dict[str, Any]) -> str:
 def class_totals(store: Store, run_id: int, platform: str) -> dict[str, tuple[int, int]]:
     """op class -> (count, total ns) of a run's device tasks; distinct names are classified once."""
     name_case = op_classes.sql_case("name", "op_type", platform)
-    rows = store.cursor().execute(
-        f"""WITH by_name AS (
+    rows = (
+        store.cursor()
+        .execute(
+            f"""WITH by_name AS (
                 SELECT t.name, any_value(coalesce(t.op, t.op_type)) AS op_type, t.kind, count(*) AS n, sum(t.dur_ns) AS ns
                 FROM tasks t WHERE t.run_id = $run AND t.kind NOT IN ('SYNC', 'COMM_TASK') GROUP BY t.name, t.kind),
              classed AS (SELECT CASE WHEN kind = 'COMMUNICATION' THEN 'communication'
@@ -91,8 +96,10 @@ def class_totals(store: Store, run_id: int, platform: str) -> dict[str, tuple[in
                                      WHEN kind = 'MEMCPY' THEN 'memcpy'
                                      ELSE {name_case} END AS op_class, n, ns FROM by_name)
             SELECT op_class, sum(n), sum(ns) FROM classed GROUP BY op_class""",
-        {"run": run_id},
-    ).fetchall()
+            {"run": run_id},
+        )
+        .fetchall()
+    )
     return {c: (int(n), int(ns)) for c, n, ns in rows}
 
 
@@ -100,10 +107,14 @@ def _n_steps(bd: Breakdown) -> int:
     return max(1, len([s for s in bd.steps if s.e2e_ns > 0]))
 
 
-def _warnings(store: Store, a: dict, b: dict, bd_a: Breakdown, bd_b: Breakdown, ca: dict, cb: dict) -> list[str]:
+def _warnings(
+    store: Store, a: dict, b: dict, bd_a: Breakdown, bd_b: Breakdown, ca: dict, cb: dict
+) -> list[str]:
     out = []
     if a["platform"] == b["platform"]:
-        out.append(f"both runs are {a['platform']}: the comparison is meant for an Ascend run against a CUDA run")
+        out.append(
+            f"both runs are {a['platform']}: the comparison is meant for an Ascend run against a CUDA run"
+        )
     if len(bd_a.steps) != len(bd_b.steps):
         out.append(f"different step counts ({len(bd_a.steps)} vs {len(bd_b.steps)}): figures are per step")
     if bd_a.step_source != bd_b.step_source:
@@ -111,8 +122,10 @@ def _warnings(store: Store, a: dict, b: dict, bd_a: Breakdown, bd_b: Breakdown, 
     ka = sum(n for c, (n, _) in ca.items() if c not in ("memcpy", "memset")) / _n_steps(bd_a)
     kb = sum(n for c, (n, _) in cb.items() if c not in ("memcpy", "memset")) / _n_steps(bd_b)
     if ka and kb and abs(ka - kb) / max(ka, kb) > KERNELS_PER_STEP_TOLERANCE:
-        out.append(f"kernels per step differ ({ka:,.0f} vs {kb:,.0f}): different batch, model or fusion — "
-                   "compare classes, not counts")
+        out.append(
+            f"kernels per step differ ({ka:,.0f} vs {kb:,.0f}): different batch, model or fusion — "
+            "compare classes, not counts"
+        )
     for cls in ("attention_prefill", "attention_decode"):
         if (cls in ca) != (cls in cb):
             out.append(f"{cls} appears in only one run: the captures may cover different phases")
@@ -132,28 +145,60 @@ def compare(store: Store, run_a: int, run_b: int) -> Comparison:
         na, ta = ca.get(cls, (0, 0))
         nb, tb = cb.get(cls, (0, 0))
         pa, pb = ta / sa, tb / sb
-        classes.append(ClassRow(
-            cls, na, nb, ta, tb, pa, pb, ta / na if na else None, tb / nb if nb else None,
-            100 * ta / total_a, 100 * tb / total_b, (pa / pb) if pb else None, (pa - pb) / 1e6,
-        ))
+        classes.append(
+            ClassRow(
+                cls,
+                na,
+                nb,
+                ta,
+                tb,
+                pa,
+                pb,
+                ta / na if na else None,
+                tb / nb if nb else None,
+                100 * ta / total_a,
+                100 * tb / total_b,
+                (pa / pb) if pb else None,
+                (pa - pb) / 1e6,
+            )
+        )
     classes.sort(key=lambda c: -c.delta_per_step_ms)
     overall = []
     for bucket in (*BUCKETS, "e2e"):
-        va = (bd_a.total.e2e_ns if bucket == "e2e" else bd_a.total.buckets[bucket]) / sa if bd_a.total else 0.0
-        vb = (bd_b.total.e2e_ns if bucket == "e2e" else bd_b.total.buckets[bucket]) / sb if bd_b.total else 0.0
-        overall.append({"bucket": bucket, "per_step_a_ms": va / 1e6, "per_step_b_ms": vb / 1e6,
-                        "ratio": (va / vb) if vb else None, "delta_per_step_ms": (va - vb) / 1e6})
+        va = (
+            (bd_a.total.e2e_ns if bucket == "e2e" else bd_a.total.buckets[bucket]) / sa if bd_a.total else 0.0
+        )
+        vb = (
+            (bd_b.total.e2e_ns if bucket == "e2e" else bd_b.total.buckets[bucket]) / sb if bd_b.total else 0.0
+        )
+        overall.append(
+            {
+                "bucket": bucket,
+                "per_step_a_ms": va / 1e6,
+                "per_step_b_ms": vb / 1e6,
+                "ratio": (va / vb) if vb else None,
+                "delta_per_step_ms": (va - vb) / 1e6,
+            }
+        )
     return Comparison(
-        run_a=a, run_b=b, steps_a=sa, steps_b=sb, overall=overall, classes=classes,
-        ops=framework_ops(store, run_a, run_b, sa, sb), phases=phases(store, run_a, run_b, bd_a, bd_b),
+        run_a=a,
+        run_b=b,
+        steps_a=sa,
+        steps_b=sb,
+        overall=overall,
+        classes=classes,
+        ops=framework_ops(store, run_a, run_b, sa, sb),
+        phases=phases(store, run_a, run_b, bd_a, bd_b),
         warnings=_warnings(store, a, b, bd_a, bd_b, ca, cb),
     )
 
 
 def _op_device_time(store: Store, run_id: int) -> dict[str, tuple[int, int]]:
     """aten op -> (calls, device ns of the kernels it launched), through the flows host op → device task."""
-    rows = store.cursor().execute(
-        """WITH launched AS (
+    rows = (
+        store.cursor()
+        .execute(
+            """WITH launched AS (
                SELECT l.src_tid, l.src_ts_ns, d.dur_ns FROM links l
                JOIN device_tasks d ON d.run_id = l.run_id AND d.start_ns = l.dst_ts_ns
                WHERE l.run_id = $run AND l.flow_cat IN ('async_npu', 'ac2g', 'async_cpu_to_gpu', 'async_gpu')),
@@ -164,8 +209,10 @@ def _op_device_time(store: Store, run_id: int) -> dict[str, tuple[int, int]]:
                WHERE h.category IN ('cpu_op', 'Operator') AND h.name LIKE 'aten::%'
                GROUP BY x.src_tid, x.src_ts_ns)
            SELECT op, count(*), sum(dur_ns) FROM owner GROUP BY op""",
-        {"run": run_id},
-    ).fetchall()
+            {"run": run_id},
+        )
+        .fetchall()
+    )
     return {op: (int(n), int(ns)) for op, n, ns in rows}
 
 
@@ -174,7 +221,9 @@ def framework_ops(store: Store, run_a: int, run_b: int, sa: int, sb: int, limit:
     rows = []
     for op in set(oa) & set(ob):
         (na, ta), (nb, tb) = oa[op], ob[op]
-        rows.append(OpRow(op, na, nb, ta, tb, (ta / sa) / (tb / sb) if tb else None, (ta / sa - tb / sb) / 1e6))
+        rows.append(
+            OpRow(op, na, nb, ta, tb, (ta / sa) / (tb / sb) if tb else None, (ta / sa - tb / sb) / 1e6)
+        )
     rows.sort(key=lambda r: -r.delta_per_step_ms)
     return rows[:limit]
 
@@ -183,12 +232,22 @@ def phases(store: Store, run_a: int, run_b: int, bd_a: Breakdown, bd_b: Breakdow
     """Prefill vs decode where the captures say so (NVTX / annotations named so), else one phase: all steps."""
     out = []
     for label, bd in (("a", bd_a), ("b", bd_b)):
-        marks = store.cursor().execute(
-            "SELECT count(*) FILTER (WHERE lower(name) LIKE '%prefill%'), count(*) FILTER (WHERE lower(name) LIKE "
-            "'%decode%') FROM host_ops WHERE run_id = ? AND category IN ('nvtx', 'user_annotation', "
-            "'gpu_user_annotation', 'cpu_op')",
-            [bd.run_id],
-        ).fetchall()[0]
-        out.append({"run": label, "prefill_marks": int(marks[0]), "decode_marks": int(marks[1]),
-                    "steps": len(bd.steps)})
+        marks = (
+            store.cursor()
+            .execute(
+                "SELECT count(*) FILTER (WHERE lower(name) LIKE '%prefill%'), count(*) FILTER (WHERE lower(name) LIKE "
+                "'%decode%') FROM host_ops WHERE run_id = ? AND category IN ('nvtx', 'user_annotation', "
+                "'gpu_user_annotation', 'cpu_op')",
+                [bd.run_id],
+            )
+            .fetchall()[0]
+        )
+        out.append(
+            {
+                "run": label,
+                "prefill_marks": int(marks[0]),
+                "decode_marks": int(marks[1]),
+                "steps": len(bd.steps),
+            }
+        )
     return out

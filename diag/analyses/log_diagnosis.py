@@ -421,3 +421,20 @@ def log_evidence_for_ops(
 
 def _same_op(a: str, b: str) -> bool:
     return a == b or (min(len(a), len(b)) >= 4 and (a in b or b in a))
+
+
+def records_by_ref(store: Store, refs: list[int]) -> list[dict[str, Any]]:
+    """Log records by ``record_ref`` id: file, line, level, code and raw text."""
+    if not refs:
+        return []
+    pairs = [split_ref(r) for r in refs]
+    rows = (
+        store.cursor()
+        .execute(
+            """SELECT f.source, l.line_no, l.level, l.code, l.raw FROM log_records l JOIN files f USING (file_id)
+           WHERE list_contains($pairs, struct_pack(a := l.file_id, b := l.record_no)) ORDER BY l.file_id, l.record_no""",
+            {"pairs": [{"a": a, "b": b} for a, b in pairs]},
+        )
+        .fetchall()
+    )
+    return [dict(zip(("file", "line_no", "level", "code", "raw"), r, strict=True)) for r in rows]

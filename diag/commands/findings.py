@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from diag.analyses.findings import device_findings
+from diag.analyses.log_diagnosis import log_findings
 from diag.analyses.runs import list_runs
 from diag.analyses.stall_breakdown import BUCKET_LABELS, BUCKETS, Breakdown, StepBreakdown, breakdown
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, fmt_ns, print_json
@@ -27,9 +29,15 @@ def _run_ids(store: Store, run: int | None) -> list[int]:
 
 
 def findings(db: DbOption = DEFAULT, run: RunOption = None, as_json: JsonOption = False) -> None:
-    """Ranked findings per run: category, severity, impact (% of device time), evidence, suggestion."""
+    """Ranked findings per run (device time and logs): category, severity, impact, evidence, suggestion."""
     with Store(db, read_only=True) as store:
-        result = {rid: device_findings(store, rid) for rid in _run_ids(store, run)}
+        result: dict[int | None, list] = {rid: device_findings(store, rid) for rid in _run_ids(store, run)}
+        if run is not None:
+            result[run] = result.get(run, []) + log_findings(store, run)
+        else:  # every log once, whether or not it belongs to a run
+            logs = log_findings(store, None)
+            if logs:
+                result[None] = logs
     if as_json:
         print_json({"db": db, "findings": [f.to_json() for fs in result.values() for f in fs]})
         return
@@ -39,7 +47,9 @@ def findings(db: DbOption = DEFAULT, run: RunOption = None, as_json: JsonOption 
             "severity", "impact", "category", "finding", "suggestion", title=f"run {rid}", show_lines=True
         )
         for f in fs:
-            table.add_row(f.severity, f"{f.impact_pct:.1f}%", f.category, f.title, f.suggestion)
+            table.add_row(
+                f.severity, f"{f.impact_pct:.1f}%", f.category, escape(f.title), escape(f.suggestion)
+            )
         out.print(table)
 
 
