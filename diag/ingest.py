@@ -202,7 +202,7 @@ class Ingestor:
             outcome.rows = dict(result.rows)
             outcome.removed = dict(result.removed)
             outcome.status = "partial" if result.partial else "ok"
-            outcome.message = result.partial
+            outcome.message = "; ".join(m for m in (result.partial, *result.notes) if m) or None
             store.record_file(
                 file_id=file_id,
                 run_id=run_id,

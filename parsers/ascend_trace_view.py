@@ -86,7 +86,8 @@ class AscendTraceViewParser:
                 src_path,
                 ctx.display,
                 ctx.tmpdir,
-                validate=lambda p: q(con, f"SELECT count(*) FROM {read_json_sql(p)}"),
+                # on a connection of its own: a failed try must not abort the ingest transaction
+                validate=lambda p: q(con.cursor(), f"SELECT count(*) FROM {read_json_sql(p)}"),
             )
         try:
             self._load(ctx, src_path, result)

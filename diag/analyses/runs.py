@@ -23,6 +23,8 @@ RUN_FIELDS = (
     "export_type",
     "torch_npu_version",
     "cann_version",
+    "device_name",
+    "versions",
     "files",
     "failed_files",
     "host_ops",
@@ -49,7 +51,7 @@ def list_runs(store: Store, run_id: int | None = None) -> list[dict[str, Any]]:
                       (SELECT run_id, step FROM steps UNION ALL SELECT run_id, step FROM step_trace) GROUP BY run_id)
         SELECT r.run_id, r.job_id, j.name AS job, r.name, r.platform, r.rank, r.device, r.source,
                r.start_ns, r.end_ns, r.end_ns - r.start_ns AS duration_ns, r.profiler_level, r.aic_metrics,
-               r.export_type, r.torch_npu_version, r.cann_version,
+               r.export_type, r.torch_npu_version, r.cann_version, r.device_name, r.versions,
                coalesce(files.files, 0), coalesce(files.failed_files, 0), coalesce(host.n, 0),
                coalesce(dev.n, 0), coalesce(ker.n, 0), coalesce(dev.ai_cpu, 0), coalesce(st.n, 0)
         FROM runs r LEFT JOIN jobs j USING (job_id) LEFT JOIN files USING (run_id) LEFT JOIN host USING (run_id)

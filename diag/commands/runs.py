@@ -20,6 +20,7 @@ def runs(db: DbOption = DEFAULT, as_json: JsonOption = False) -> None:
     table = Table(
         "run",
         "platform",
+        "device",
         "rank",
         "dev",
         "level",
@@ -35,6 +36,7 @@ def runs(db: DbOption = DEFAULT, as_json: JsonOption = False) -> None:
         table.add_row(
             str(r["run_id"]),
             r["platform"],
+            r["device_name"] or "-",
             _s(r["rank"]),
             _s(r["device"]),
             r["profiler_level"] or "-",
