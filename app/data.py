@@ -13,6 +13,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from diag.analyses import compare as compare_analysis
 from diag.analyses import cpu_fallback, log_diagnosis, stall_breakdown
 from diag.analyses import findings as findings_analysis
 from diag.analyses import timeline as tl_analysis
@@ -85,6 +86,11 @@ def findings(fp: str, run_id: int) -> list[findings_analysis.Finding]:
 def log_lines(fp: str, refs: tuple[int, ...]) -> list[dict]:
     """The raw log records behind ``record_ref`` ids (for evidence shown on other pages)."""
     return log_diagnosis.records_by_ref(store(), list(refs))
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def comparison(fp: str, run_a: int, run_b: int) -> compare_analysis.Comparison:
+    return compare_analysis.compare(store(), run_a, run_b)
 
 
 def open_in_timeline(run_id: int, start_ns: int | None, end_ns: int | None) -> None:

@@ -25,6 +25,7 @@ PAGES = [
     st.Page("app_pages/05_fallback.py", title="Fallback ops", icon=":material/memory:"),
     st.Page("app_pages/06_findings.py", title="Findings", icon=":material/troubleshoot:"),
     st.Page("app_pages/07_logs.py", title="Logs", icon=":material/article:"),
+    st.Page("app_pages/08_compare.py", title="Ascend vs CUDA", icon=":material/compare_arrows:"),
 ]
 
 page = st.navigation(PAGES)

@@ -246,3 +246,74 @@ def export_comparison_frame(bd: Breakdown) -> pd.DataFrame:
                 }
             )
     return pd.DataFrame(rows)
+
+
+def compare_classes_figure(cmp) -> go.Figure:  # noqa: ANN001
+    """Per op class, device ms per step on both runs, sorted by the time A loses."""
+    rows = [c for c in cmp.classes if c.per_step_a_ns or c.per_step_b_ns]
+    names = [c.op_class for c in rows]
+    fig = go.Figure()
+    fig.add_trace(
+        go.Bar(
+            name=f"A: {cmp.run_a['name']} ({cmp.run_a['platform']})",
+            x=names,
+            y=[c.per_step_a_ns / 1e6 for c in rows],
+            marker_color="#d62728",
+            hovertemplate="%{x}: %{y:.3f} ms/step<extra>A</extra>",
+        )
+    )
+    fig.add_trace(
+        go.Bar(
+            name=f"B: {cmp.run_b['name']} ({cmp.run_b['platform']})",
+            x=names,
+            y=[c.per_step_b_ns / 1e6 for c in rows],
+            marker_color="#2ca02c",
+            hovertemplate="%{x}: %{y:.3f} ms/step<extra>B</extra>",
+        )
+    )
+    fig.update_layout(
+        barmode="group",
+        height=420,
+        margin=dict(l=10, r=10, t=30, b=40),
+        yaxis_title="device time per step (ms)",
+        legend=dict(orientation="h", y=1.08, x=0),
+    )
+    return fig
+
+
+def compare_classes_frame(cmp) -> pd.DataFrame:  # noqa: ANN001
+    return pd.DataFrame(
+        [
+            {
+                "op class": c.op_class,
+                "A calls": c.count_a,
+                "B calls": c.count_b,
+                "A ms/step": round(c.per_step_a_ns / 1e6, 4),
+                "B ms/step": round(c.per_step_b_ns / 1e6, 4),
+                "A mean µs": None if c.mean_a_ns is None else round(c.mean_a_ns / 1e3, 2),
+                "B mean µs": None if c.mean_b_ns is None else round(c.mean_b_ns / 1e3, 2),
+                "A share %": round(c.share_a_pct, 1),
+                "B share %": round(c.share_b_pct, 1),
+                "A/B": None if c.ratio is None else round(c.ratio, 3),
+                "lost ms/step": round(c.delta_per_step_ms, 4),
+            }
+            for c in cmp.classes
+        ]
+    )
+
+
+def compare_overall_frame(cmp) -> pd.DataFrame:  # noqa: ANN001
+    return pd.DataFrame(
+        [
+            {
+                "bucket": "E2E (device span)"
+                if o["bucket"] == "e2e"
+                else BUCKET_LABELS.get(o["bucket"], o["bucket"]),
+                "A ms/step": round(o["per_step_a_ms"], 4),
+                "B ms/step": round(o["per_step_b_ms"], 4),
+                "A/B": None if o["ratio"] is None else round(o["ratio"], 3),
+                "lost ms/step": round(o["delta_per_step_ms"], 4),
+            }
+            for o in cmp.overall
+        ]
+    )

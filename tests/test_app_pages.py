@@ -147,3 +147,19 @@ def test_findings_page_ranks_findings(app_db):
     assert not at.exception, at.exception
     titles = [m.value for m in at.markdown if "impact" in m.value]
     assert titles and "Communication not overlapped by compute" in titles[0]
+
+
+def test_compare_page_shows_the_class_table(tmp_path, monkeypatch):
+    from tests.conftest import SAMPLES
+
+    db = tmp_path / "cmp.duckdb"
+    code, _ = cli_json("ingest", str(SAMPLES / "generated"), "--db", str(db))
+    assert code == 0
+    monkeypatch.setenv("DIAG_DB", str(db))
+    at = _app()
+    at.switch_page("app_pages/08_compare.py").run()
+    assert not at.exception, at.exception
+    table = next(d.value for d in at.dataframe if "op class" in d.value.columns)
+    ratios = dict(zip(table["op class"], table["A/B"], strict=True))
+    assert ratios["gemm"] == 1.15 and ratios["communication"] == 1.6
+    assert {m.label: m.value for m in at.metric}["biggest loss"] == "sampling"

@@ -129,8 +129,11 @@ def test_upload_archive_in_browser_adds_a_run(served, tmp_path):
         assert page.get_by_text("2,212 events in this window").count() == 1
 
         # through the sidebar, so the session (and its selected run) carries over
-        for link, heading, shot in [("Stalls", "Stalls", "05_stalls.png"), ("Fallback ops", "CPU fallback ops", "06_fallback.png"),
-                                    ("Findings", "Findings", "07_findings.png")]:
+        for link, heading, shot in [
+            ("Stalls", "Stalls", "05_stalls.png"),
+            ("Fallback ops", "CPU fallback ops", "06_fallback.png"),
+            ("Findings", "Findings", "07_findings.png"),
+        ]:
             page.get_by_role("link", name=link).click()
             page.get_by_role("heading", name=heading).wait_for(timeout=30_000)
             page.wait_for_timeout(2500)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from diag.analyses.compare import compare
 from diag.analyses.cpu_fallback import device_fallbacks
 from diag.analyses.findings import device_findings
 from diag.analyses.stall_breakdown import breakdown
@@ -187,4 +188,38 @@ def test_breakdown_compares_with_overlap_analysis_when_no_step_trace(tmp_path):
     # mstt trace: no step_trace_time.csv, but Overlap Analysis slices (Computing 1,788,267 ns, Free 9,481,699 ns)
     assert rows["Computing"]["export_ns"] == 1788267 and abs(rows["Computing"]["diff_pct"]) < 1.0
     assert rows["Free"]["export_ns"] == 9481699 and abs(rows["Free"]["diff_pct"]) < 1.0
+    store.close()
+
+
+CUDA_TWIN = SAMPLES / "generated" / "llm_decode_cuda"
+
+
+def test_comparison_recovers_the_injected_per_class_slowdowns(tmp_path):
+    store = _ingest(tmp_path, GENERATED, CUDA_TWIN)
+    truth = json.loads((CUDA_TWIN / "ground_truth.json").read_text())
+    ascend = store.con.execute("SELECT run_id FROM runs WHERE name = ?", [truth["source"]]).fetchall()[0][0]
+    cuda = store.con.execute("SELECT run_id FROM runs WHERE platform = 'cuda'").fetchall()[0][0]
+    cmp = compare(store, ascend, cuda)
+    assert cmp.warnings == [] and cmp.steps_a == cmp.steps_b == truth["steps"]
+    by_class = {c.op_class: c for c in cmp.classes}
+    for cls, gt in truth["classes"].items():
+        row = by_class[cls]
+        assert row.total_a_ns == gt["ascend_ns"] and row.total_b_ns == gt["cuda_ns"], cls
+        if gt["factor"]:
+            assert row.ratio == pytest.approx(gt["factor"], rel=0.01), cls
+        else:  # Ascend-only work (layout/cast) has no CUDA counterpart
+            assert row.count_b == 0 and row.delta_per_step_ms > 0
+    # sorted by time lost; the three top losses are the classes with the largest injected excess
+    expected = sorted(
+        (c for c, g in truth["classes"].items() if g["factor"]),
+        key=lambda c: -(truth["classes"][c]["ascend_ns"] - truth["classes"][c]["cuda_ns"]),
+    )[:3]
+    assert [c.op_class for c in cmp.top_losses(3)] == expected
+    store.close()
+
+
+def test_comparison_warns_about_incomparable_captures(tmp_path):
+    store = _ingest(tmp_path, GENERATED)
+    cmp = compare(store, 1, 2)  # two Ascend ranks: not a CUDA baseline
+    assert any("both runs are ascend" in w for w in cmp.warnings)
     store.close()

@@ -1,0 +1,80 @@
+"""Compare: an Ascend run against its CUDA baseline, op class by op class and bucket by bucket."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from app import data, widgets
+
+st.title("Ascend vs CUDA")
+st.caption(
+    "The same workload on both platforms, measured with the same definitions. Figures are per step, so "
+    "captures of different lengths compare; 'lost' is the time A spends beyond B in each class."
+)
+fp = data.fingerprint()
+rows = [r for r in data.runs(fp) if r["device_tasks"]]
+if len(rows) < 2:
+    st.info("Ingest an Ascend run and a CUDA run of the same workload to compare them.")
+    st.stop()
+ids = [r["run_id"] for r in rows]
+label = {
+    r["run_id"]: f"{r['run_id']} · {r['name']} · {r['platform']}"
+    + (f" · {r['device_name']}" if r["device_name"] else "")
+    for r in rows
+}
+ascend = [r["run_id"] for r in rows if r["platform"] == "ascend"]
+cuda = [r["run_id"] for r in rows if r["platform"] == "cuda"]
+c1, c2 = st.columns(2)
+run_a = c1.selectbox(
+    "A (under study)", ids, index=ids.index(ascend[0]) if ascend else 0, format_func=label.get, key="cmp_a"
+)
+run_b = c2.selectbox(
+    "B (baseline)",
+    ids,
+    index=ids.index(cuda[0]) if cuda else min(1, len(ids) - 1),
+    format_func=label.get,
+    key="cmp_b",
+)
+if run_a == run_b:
+    st.warning("Pick two different runs.")
+    st.stop()
+cmp = data.comparison(fp, run_a, run_b)
+for w in cmp.warnings:
+    st.warning(w)
+e2e = next(o for o in cmp.overall if o["bucket"] == "e2e")
+m = st.columns(4)
+m[0].metric("A device time / step", f"{e2e['per_step_a_ms']:.3f} ms")
+m[1].metric("B device time / step", f"{e2e['per_step_b_ms']:.3f} ms")
+m[2].metric("A / B", "-" if e2e["ratio"] is None else f"{e2e['ratio']:.2f}×")
+top = cmp.top_losses(3)
+m[3].metric(
+    "biggest loss",
+    top[0].op_class if top else "-",
+    f"+{top[0].delta_per_step_ms:.3f} ms/step" if top else None,
+    delta_color="inverse",
+)
+st.subheader("Where A loses time, by op class")
+st.plotly_chart(widgets.compare_classes_figure(cmp), width="stretch", key="cmp_chart")
+st.dataframe(widgets.compare_classes_frame(cmp), hide_index=True, width="stretch")
+st.subheader("Device time per step, same buckets on both")
+st.dataframe(widgets.compare_overall_frame(cmp), hide_index=True, width="stretch")
+if cmp.ops:
+    st.subheader("Framework ops present in both traces")
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "op": o.op,
+                    "A calls": o.calls_a,
+                    "B calls": o.calls_b,
+                    "A/B": None if o.ratio is None else round(o.ratio, 3),
+                    "lost ms/step": round(o.delta_per_step_ms, 4),
+                }
+                for o in cmp.ops
+            ]
+        ),
+        hide_index=True,
+        width="stretch",
+    )
+st.caption(f"A: {cmp.steps_a} step(s) · B: {cmp.steps_b} step(s). Op classes: diag/rules/op_classes.csv.")
