@@ -215,6 +215,7 @@ def test_comparison_recovers_the_injected_per_class_slowdowns(tmp_path):
         key=lambda c: -(truth["classes"][c]["ascend_ns"] - truth["classes"][c]["cuda_ns"]),
     )[:3]
     assert [c.op_class for c in cmp.top_losses(3)] == expected
+    assert [(p["phase"], p["steps_a"], p["steps_b"]) for p in cmp.phases] == [("decode", 4, 4)]
     store.close()
 
 

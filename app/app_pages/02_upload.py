@@ -10,9 +10,11 @@ from diag.uploads import Upload
 st.title("Upload")
 cap_mb = data.upload_cap_bytes() // (1 << 20)
 st.write(
-    "Drop a torch_npu `*_ascend_pt` folder, its files (`trace_view.json`, `kernel_details.csv`, …) or an archive "
-    f"(`.zip`, `.tar.gz`) of one or many. Files over {cap_mb:,} MB are refused; archives are checked for "
-    "unsafe members before anything is unpacked."
+    "Drop a torch_npu `*_ascend_pt` folder or its files (`trace_view.json`, `kernel_details.csv`, …), CANN logs "
+    "(`plog-*.log`, `device-*.log`, console captures), or from the CUDA side an Nsight Systems SQLite export, "
+    "`nsys stats` CSVs, a PyTorch-profiler trace (`.json`/`.json.gz`) or an Nsight Compute CSV — or an archive "
+    f"(`.zip`, `.tar.gz`) of any of these. Files over {cap_mb:,} MB are refused; archives are checked for unsafe "
+    "members before anything is unpacked."
 )
 files = st.file_uploader("Files or archives", accept_multiple_files=True, key="upload_files")
 folder = st.file_uploader("…or a whole profiler folder", accept_multiple_files="directory", key="upload_dir")

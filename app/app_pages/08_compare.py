@@ -59,6 +59,25 @@ st.plotly_chart(widgets.compare_classes_figure(cmp), width="stretch", key="cmp_c
 st.dataframe(widgets.compare_classes_frame(cmp), hide_index=True, width="stretch")
 st.subheader("Device time per step, same buckets on both")
 st.dataframe(widgets.compare_overall_frame(cmp), hide_index=True, width="stretch")
+if cmp.phases:
+    st.subheader("By phase (told by each step's attention kernels)")
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "phase": p["phase"],
+                    "A steps": p["steps_a"],
+                    "B steps": p["steps_b"],
+                    "A ms/step": None if p["per_step_a_ms"] is None else round(p["per_step_a_ms"], 3),
+                    "B ms/step": None if p["per_step_b_ms"] is None else round(p["per_step_b_ms"], 3),
+                    "A/B": None if p["ratio"] is None else round(p["ratio"], 3),
+                }
+                for p in cmp.phases
+            ]
+        ),
+        hide_index=True,
+        width="stretch",
+    )
 if cmp.ops:
     st.subheader("Framework ops present in both traces")
     st.dataframe(

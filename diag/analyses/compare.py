@@ -228,26 +228,54 @@ def framework_ops(store: Store, run_a: int, run_b: int, sa: int, sb: int, limit:
     return rows[:limit]
 
 
-def phases(store: Store, run_a: int, run_b: int, bd_a: Breakdown, bd_b: Breakdown) -> list[dict[str, Any]]:
-    """Prefill vs decode where the captures say so (NVTX / annotations named so), else one phase: all steps."""
-    out = []
-    for label, bd in (("a", bd_a), ("b", bd_b)):
-        marks = (
-            store.cursor()
-            .execute(
-                "SELECT count(*) FILTER (WHERE lower(name) LIKE '%prefill%'), count(*) FILTER (WHERE lower(name) LIKE "
-                "'%decode%') FROM host_ops WHERE run_id = ? AND category IN ('nvtx', 'user_annotation', "
-                "'gpu_user_annotation', 'cpu_op')",
-                [bd.run_id],
-            )
-            .fetchall()[0]
+def step_phases(store: Store, run_id: int, platform: str, bd: Breakdown) -> dict[int | None, str]:
+    """Each step's phase, told by its attention kernels: prefill, decode, mixed (both), or unknown (neither)."""
+    if not bd.steps:
+        return {}
+    windows = ", ".join(
+        f"({'NULL' if s.step is None else s.step}, {s.start_ns}, {s.end_ns})" for s in bd.steps
+    )
+    cls = op_classes.sql_case("name", "op", platform)
+    rows = (
+        store.cursor()
+        .execute(
+            f"""WITH w(step, lo, hi) AS (VALUES {windows}),
+             names AS (SELECT DISTINCT w.step, t.name, t.op FROM tasks t JOIN w ON t.start_ns >= w.lo AND t.start_ns < w.hi
+                       WHERE t.run_id = $run AND t.kind NOT IN ('COMMUNICATION', 'COMM_TASK', 'MEMCPY', 'SYNC')),
+             classed AS (SELECT step, {cls.replace("op_type", "op")} AS c FROM names)
+            SELECT step, bool_or(c = 'attention_prefill'), bool_or(c = 'attention_decode') FROM classed GROUP BY step""",
+            {"run": run_id},
         )
+        .fetchall()
+    )
+    found = {
+        step: ("mixed" if p and d else "prefill" if p else "decode" if d else "unknown")
+        for step, p, d in rows
+    }
+    return {s.step: found.get(s.step, "unknown") for s in bd.steps}
+
+
+def phases(store: Store, run_a: int, run_b: int, bd_a: Breakdown, bd_b: Breakdown) -> list[dict[str, Any]]:
+    """Device time per step in each phase on both runs (phases told by the steps' attention kernels)."""
+    pa = step_phases(store, run_a, _platform(_run(store, run_a)), bd_a)
+    pb = step_phases(store, run_b, _platform(_run(store, run_b)), bd_b)
+    out = []
+    for phase in ("prefill", "decode", "mixed", "unknown"):
+        sa = [s for s in bd_a.steps if pa.get(s.step) == phase]
+        sb = [s for s in bd_b.steps if pb.get(s.step) == phase]
+        if not sa and not sb:
+            continue
+        ma = sum(s.e2e_ns for s in sa) / len(sa) / 1e6 if sa else None
+        mb = sum(s.e2e_ns for s in sb) / len(sb) / 1e6 if sb else None
         out.append(
             {
-                "run": label,
-                "prefill_marks": int(marks[0]),
-                "decode_marks": int(marks[1]),
-                "steps": len(bd.steps),
+                "phase": phase,
+                "steps_a": len(sa),
+                "steps_b": len(sb),
+                "per_step_a_ms": ma,
+                "per_step_b_ms": mb,
+                "ratio": (ma / mb) if ma and mb else None,
+                "delta_per_step_ms": (ma - mb) if ma is not None and mb is not None else None,
             }
         )
     return out
