@@ -20,7 +20,7 @@ import duckdb
 from diag import archives
 from diag.discover import Candidate, Discoverer, job_origin, parent_shown, run_key_of, sha256_of
 from diag.errors import BadInputError, FileTooLargeError, UnsupportedFormatError
-from diag.store import Store, q
+from diag.store import Store, default_memory_limit, ingest_memory_limit, q
 from parsers import ParseContext, Probe, detect
 from parsers._io import one_line
 
@@ -94,10 +94,12 @@ class Ingestor:
         self.on_file_start = on_file_start
         self.on_file_done = on_file_done
         self._tmp = Path(tempfile.mkdtemp(prefix="diag-ingest-"))
+        q(store.con, f"SET memory_limit='{ingest_memory_limit()}'")
         self._discover = Discoverer(self._tmp, self.archive_limits)
 
     def close(self) -> None:
         shutil.rmtree(self._tmp, ignore_errors=True)
+        q(self.store.con, f"SET memory_limit='{default_memory_limit()}'")
 
     def collect(self, paths: Iterable[str | Path]) -> tuple[list[Candidate], list[FileOutcome]]:
         """Every file under ``paths`` (archives unpacked), plus outcomes for inputs refused outright."""

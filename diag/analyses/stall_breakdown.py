@@ -197,9 +197,9 @@ def breakdown(store: Store, run_id: int) -> Breakdown:
              ev AS (SELECT s AS ts, CAST(1 AS HUGEINT) << (16 * CASE bucket {codes} END) AS d FROM _tasks
                     UNION ALL SELECT e, -(CAST(1 AS HUGEINT) << (16 * CASE bucket {codes} END)) FROM _tasks
                     UNION ALL SELECT lo, 0 FROM win UNION ALL SELECT hi, 0 FROM win),
-             per_ts AS (SELECT ts, sum(d) AS d FROM ev GROUP BY ts),
+             -- no GROUP BY ts first: rows that share a ts make zero-length segments, which add nothing
              seg AS (SELECT ts, lead(ts) OVER w AS nxt, sum(d) OVER w AS acc
-                     FROM per_ts WINDOW w AS (ORDER BY ts ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)),
+                     FROM ev WINDOW w AS (ORDER BY ts ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)),
              labelled AS (SELECT w.step, seg.ts, seg.nxt, {bucket_case} AS bucket,
                                  (acc >> 96) & 65535 > 0 AS comm, (acc >> 112) & 65535 > 0 AS memcpy
                           FROM seg ASOF JOIN win w ON seg.ts >= w.lo
