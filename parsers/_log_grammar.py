@@ -1,0 +1,352 @@
+"""The grammar of CANN / torch_npu log lines, parsed a block of lines at a time with Polars (see cann_log.py).
+
+Lines → one row per line with its fields (level, module, pid, tid, time, code, rank…) → records (a header line
+and the lines that continue it) → an Arrow table in the schema of ``log_records``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+LEVELS = "ERROR|WARNING|INFO|DEBUG|EVENT|TRACE"
+_TS = r"(?P<Y>\d{4})-(?P<M>\d\d)-(?P<D>\d\d)"
+_HMS = r"(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)"
+# Lines that may be plog headers: parsed by position, checked, and the rest sent through PLOG_RX.
+PLOG_START = rf"^\[(?:{LEVELS})\] ?[A-Z][A-Z0-9_]*\(\d+,"
+PLOG_RX = (
+    rf"^\[(?P<level>{LEVELS})\]\s?(?P<module>[A-Z][A-Z0-9_]*)\((?P<pid>\d+),(?P<pname>[^)]*)\):{_TS}[- ]{_HMS}"
+    r"\.(?P<ms>\d{3})\.(?P<us>\d{3})\s*(?:\[status:\w+\]\s*)?\[(?P<src>[^\]\s]+?:\d+)\](?P<body>.*)$"
+)
+_LEVEL_TAG = rf"\[(?:{LEVELS})\]"
+GLUED = rf"(\S)(\[(?:{LEVELS})\]\s?[A-Z][A-Z0-9_]*\(\d+,[^)]*\):\d{{4}}-)"
+PREFIX_RX = (
+    r"^(?P<pfile>[^\s:\[\]()]+\.log:)?(?:\((?P<actor>[^()]{1,80}?) pid=(?P<apid>\d+)(?:, ip=[^)]*)?\)\s)?"
+    r"(?:\[?rank(?P<trank>\d+)\]: ?)?(?:(?P<vlevel>ERROR|WARNING|INFO|DEBUG|CRITICAL) (?:(?P<Y>\d{4})-)?"
+    r"(?P<M>\d\d)-(?P<D>\d\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:[.,](?P<f>\d+))? \[?[\w./-]+:\d+\] ?)?"
+    r"(?P<rest>.*)$"
+)
+_PREFIXED = (
+    r"^(?:[^\s:\[\]()]+\.log:|\([^()]{1,80}? pid=\d+|\[?rank\d+\]:|(?:ERROR|WARNING|INFO|DEBUG|CRITICAL) \d)"
+)
+_EM_TS = rf"{_TS}-{_HMS}\.(?P<ms>\d{{3}})\.(?P<us>\d{{3}})"
+# Console record forms, tried in order on the prefix-stripped line; the groups they may have are the columns.
+FORMS: tuple[tuple[str, str], ...] = (
+    ("pta", rf"^\[(?P<level>ERROR|WARNING|INFO)\] {_TS}-{_HMS} \(PID:(?P<pid>\d+), Device:(?P<dev>-?\d+), "
+            r"RankID:(?P<rank>-?\d+)\) (?P<code>ERR\d{5}) ?(?P<msg>.*)$"),
+    ("em", rf"^(?P<code>[EWI][0-9A-Z]\d{{4}})(?:[:\s]\s*(?:\[PID: ?(?P<pid>\d+)\]\s*)?|\[PID: ?(?P<pid2>\d+)\]\s*)"
+           rf"(?:{_EM_TS}\s*)?(?P<msg>.*)$"),
+    ("em_title", rf"^\[PID: ?(?P<pid>\d+)\] {_EM_TS} (?P<msg>.*)$"),
+    ("c10", r"^\[(?P<level>[WEI])(?:\d{3,4} \d\d:\d\d:\d\d\.\d+)? ?(?P<src>[\w./-]+:\d+)\] (?:Warning: )?(?P<msg>.*)$"),
+    ("glog", r"^(?P<level>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+\s+(?P<tid>\d+) (?P<src>[^\s\]]+:\d+)\] ?(?P<msg>.*)$"),
+    ("mindie", rf"^\[{_TS} {_HMS}[.,](?P<f>\d+)\] \[(?P<level>[A-Za-z]+)\] \[(?P<tid>\d+)\] \[(?P<src>[^\]]+:\d+)\] ?(?P<msg>.*)$"),
+    ("pylog", rf"^\[{_TS} {_HMS}[.,](?P<f>\d+)\] (?P<module>[\w.]+): \[(?P<level>[A-Z]+)\] ?(?P<msg>.*)$"),
+    ("pylog2", rf"^{_TS} {_HMS}[.,](?P<f>\d+) - (?P<module>\S+) - (?P<level>[A-Z]+) - (?P<msg>.*)$"),
+    ("paddle", r"^\[(?P<level>[WEIF]) +\d+/ ?\d+ \d\d:\d\d:\d\d\.\d+ (?P<src>\S+:\d+)[^\]]*\] ?(?P<msg>.*)$"),
+    ("vllm", rf"^(?P<level>ERROR|WARNING|INFO|DEBUG) {_TS} {_HMS}[.,](?P<f>\d+) \[(?P<src>[^\]]+:\d+)\] ?(?P<msg>.*)$"),
+    ("bracket", r"^\[(?P<level>(?i:error|warning|warn|info|debug))\]:? ?(?P<msg>.*)$"),
+    ("colon", r"^(?P<level>INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+(?P<msg>.*)$"),
+    ("pyexc", r"^(?P<module>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt))(?:: (?P<msg>.*))?$"),
+    ("pywarn", r"^(?P<src>\S+\.py:\d+): (?P<module>\w*Warning): (?P<msg>.*)$"),
+    ("traceback", r"^(?P<msg>Traceback \(most recent call last\):.*)$"),
+)  # fmt: skip
+FORM_LEVEL = {"pyexc": "ERROR", "pywarn": "WARNING"}
+CONT = r"^(?:\s|TraceBack \(most recent call last\)|Possible Cause|Solution:|\^)|\[FUNC:\w+\]\[FILE:"
+TID_RX = r"^(?P<pre>\s*(?:\[(?P<t1>\d+)\]|(?P<t2>\d+) ?|>>> \(tid:(?P<t3>\d+)\)\s*|tid:(?P<t4>\d+),|(?P<dl>\[\w+\])\[tid:(?P<t5>\d+)\]))"
+CODES = (  # in priority order; the first found is the record's code
+    ("lead", r"(?:^|RecentErrMsg: |Warning: )(?P<x>[EWI][0-9A-Z]\d{4})[:\[ ]"),
+    ("title", r"\((?P<x>[EWI][0-9A-Z]\d{4})\):"),
+    ("pta", r"\b(?P<x>ERR\d{5})\b"),
+    ("module", r"module_name=(?P<x>E[0-9A-Z]\d{4})"),
+    (
+        "rc",
+        r"(?:error code is |error code ?[:=] ?|ErrCode=|failed ?: ?|runtime result = |result = )(?P<x>\d{6})\b",
+    ),
+)
+RANK_RX = r"(?:RankID:|rankId\[|(?:^|[^\w])rank\[)(?P<x>\d+)"
+DEVICE_RX = r"(?:Device:|device_id=|dev_id=|deviceLogicId\[|deviceId\[|\(NPU |device\()(?P<x>\d+)[,;)\]\s]"
+LEVEL_TAGS = {"ER": "ERROR", "WA": "WARNING", "IN": "INFO", "DE": "DEBUG", "EV": "EVENT", "TR": "TRACE"}
+LEVEL_NAMES = {"W": "WARNING", "E": "ERROR", "I": "INFO", "F": "ERROR", "D": "DEBUG", "WARN": "WARNING",
+               "CRITICAL": "ERROR", "FATAL": "ERROR"}  # fmt: skip
+PREFIX_FIELDS = {"p_level": pl.String, "p_ts": pl.Int64, "p_rank": pl.Int32, "p_pid": pl.Int64}
+COLUMNS = {
+    "run_id": pl.Int64, "file_id": pl.Int64, "record_no": pl.Int64, "line_no": pl.Int64, "line_count": pl.Int32,
+    "ts_ns": pl.Int64, "level": pl.String, "module": pl.String, "pid": pl.Int64, "tid": pl.Int64,
+    "process_name": pl.String, "device_id": pl.Int32, "rank": pl.Int32, "source_loc": pl.String, "code": pl.String,
+    "message": pl.String, "raw": pl.String, "category": pl.String, "rule_id": pl.String, "severity": pl.String,
+}  # fmt: skip
+LINE_FIELDS = {"level": pl.String, "module": pl.String, "pid": pl.Int64, "tid": pl.Int64, "pname": pl.String,
+               "src": pl.String, "ts_ns": pl.Int64, "msg": pl.String, "code": pl.String, "dev": pl.Int32,
+               "rank": pl.Int32, "form": pl.String}  # fmt: skip
+
+
+# -- one block of lines → one row per line with its fields ---------------------------------------------------
+def _ts_ns(cols: set[str]) -> pl.Expr:
+    """Local time as if UTC, ns, from the Y M D h m s (+ f | ms us) groups of a form; NULL without a year."""
+    if "Y" not in cols:
+        return pl.lit(None, pl.Int64)
+    stamp = pl.concat_str(
+        [pl.col("Y"), pl.lit("-"), pl.col("M"), pl.lit("-"), pl.col("D"), pl.lit(" "),
+         pl.col("h"), pl.lit(":"), pl.col("m"), pl.lit(":"), pl.col("s")]
+    )  # fmt: skip
+    base = stamp.str.to_datetime("%Y-%m-%d %H:%M:%S", time_unit="ns", strict=False, cache=True).cast(pl.Int64)
+    if "ms" in cols:
+        frac = (
+            pl.col("ms").cast(pl.Int64, strict=False) * 1_000_000
+            + pl.col("us").cast(pl.Int64, strict=False) * 1000
+        )
+    elif "f" in cols:
+        frac = pl.col("f").str.pad_end(9, "0").str.slice(0, 9).cast(pl.Int64, strict=False)
+    else:
+        frac = pl.lit(0, pl.Int64)
+    return base + frac.fill_null(0)
+
+
+def _conform(df: pl.DataFrame) -> pl.DataFrame:
+    """Keep the line columns and LINE_FIELDS (missing ones as NULL), typed."""
+    have = set(df.columns)
+    cols = {
+        "ord": pl.UInt32,
+        "line_no": pl.Int64,
+        "l": pl.String,
+        "c": pl.String,
+        **PREFIX_FIELDS,
+        **LINE_FIELDS,
+    }
+    return df.select(
+        (pl.col(n).cast(t, strict=False) if n in have else pl.lit(None, t)).alias(n) for n, t in cols.items()
+    )
+
+
+def _plog_fast(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Plog headers by position (a third of the cost of a capturing regex), checked by what they parse to.
+
+    Returns the parsed lines and those that did not parse (non-ASCII before the body, a missing field…)
+    for the regex path.
+    """
+    line, p1, p2, pc, p3 = pl.col("l"), pl.col("p1"), pl.col("p2"), pl.col("pc"), pl.col("p3")
+    df = df.with_columns(
+        p1=line.str.find("]", literal=True), p2=line.str.find("(", literal=True),
+        pc=line.str.find(",", literal=True), p3=line.str.find("):", literal=True),
+    )  # fmt: skip
+    stamp = line.str.slice(p3 + 2, 19)
+    frac = (
+        line.str.slice(p3 + 22, 3).cast(pl.Int64, strict=False) * 1_000_000
+        + line.str.slice(p3 + 26, 3).cast(pl.Int64, strict=False) * 1000
+    )
+    df = df.with_columns(
+        level=line.str.slice(1, 2).replace_strict(LEVEL_TAGS, default=None),
+        module=line.str.slice(p1 + 1, p2 - p1 - 1).str.strip_chars_start(" "),
+        pid=line.str.slice(p2 + 1, pc - p2 - 1).cast(pl.Int64, strict=False),
+        pname=line.str.slice(pc + 1, p3 - pc - 1),
+        ts_ns=stamp.str.to_datetime("%Y-%m-%d-%H:%M:%S", time_unit="ns", strict=False, cache=True).cast(
+            pl.Int64
+        )
+        + frac,
+        rest=line.str.slice(p3 + 29).str.strip_chars_start(" "),
+    )
+    if df["ts_ns"].null_count():  # TorchAir writes a space between date and time
+        spaced = stamp.str.to_datetime("%Y-%m-%d %H:%M:%S", time_unit="ns", strict=False, cache=True)
+        df = df.with_columns(ts_ns=pl.coalesce(pl.col("ts_ns"), spaced.cast(pl.Int64) + frac))
+    if df["rest"].str.starts_with("[status:").any():
+        df = df.with_columns(rest=pl.col("rest").str.replace(r"^\[status:\w+\] *", ""))
+    p5 = pl.col("rest").str.find("]", literal=True)
+    df = df.with_columns(src=pl.col("rest").str.slice(1, p5 - 1), body=pl.col("rest").str.slice(p5 + 1))
+    ok = (
+        pl.col("ts_ns").is_not_null() & pl.col("level").is_not_null() & pl.col("pid").is_not_null()
+        & (pl.col("p3") > pl.col("pc")) & pl.col("rest").str.starts_with("[") & pl.col("src").str.contains(r":\d+$")
+    )  # fmt: skip
+    good = df.filter(ok)
+    return _split_body(good.with_columns(c=line)), df.filter(~ok).select(["ord", "line_no", "l"])
+
+
+def _split_body(df: pl.DataFrame) -> pl.DataFrame:
+    """The thread id from the module-specific start of a plog body; the rest is the message."""
+    x = pl.col("body").str.extract_groups(TID_RX)
+    df = df.with_columns(x=x)
+    tid = pl.coalesce([pl.col("x").struct.field(f"t{i}") for i in range(1, 6)]).cast(pl.Int64, strict=False)
+    msg = pl.col("body").str.slice(pl.col("x").struct.field("pre").str.len_chars().fill_null(0))
+    dl = pl.col("x").struct.field("dl")
+    return _conform(
+        df.with_columns(
+            tid=tid, msg=pl.when(dl.is_not_null()).then(dl + msg).otherwise(msg), form=pl.lit("plog")
+        )
+    )
+
+
+def _strip_prefixes(df: pl.DataFrame) -> pl.DataFrame:
+    """vLLM / Ray actor, torchrun rank, vLLM logger and grep file prefixes → p_* columns and the content c."""
+    prefixed = df["l"].str.contains(_PREFIXED)
+    plain = df.filter(~prefixed).with_columns(c=pl.col("l"))
+    if not prefixed.any():
+        return _conform(plain)
+    x = df.filter(prefixed).with_columns(x=pl.col("l").str.extract_groups(PREFIX_RX)).unnest("x")
+    cols = set(x.columns)
+    x = x.with_columns(
+        c=pl.col("rest"),
+        p_level=pl.col("vlevel"),
+        p_ts=_ts_ns(cols),
+        p_rank=pl.coalesce(pl.col("trank"), pl.col("actor").str.extract(r"rank=(\d+)", 1)).cast(
+            pl.Int32, strict=False
+        ),
+        p_pid=pl.coalesce(pl.col("apid"), pl.col("pfile").str.extract(r"(?:plog|device)-(\d+)_", 1)).cast(
+            pl.Int64, strict=False
+        ),
+    )
+    return pl.concat([_conform(plain), _conform(x)])
+
+
+def _forms(df: pl.DataFrame) -> list[pl.DataFrame]:
+    """Each line by the first console form (or a prefixed plog header) its content matches."""
+    c = pl.col("c")
+    which = pl.when(c.str.contains(PLOG_RX)).then(pl.lit("plog"))
+    for name, rx in FORMS:
+        which = which.when(c.str.contains(rx)).then(pl.lit(name))
+    df = df.select("ord", "line_no", "l", "c", *PREFIX_FIELDS).with_columns(
+        form=which.otherwise(pl.lit(None, pl.String))
+    )
+    parts = [_conform(df.filter(pl.col("form").is_null()).with_columns(msg=c).drop("form"))]
+    for name, rx in (("plog", PLOG_RX), *FORMS):
+        sub = df.filter(pl.col("form") == name)
+        if sub.is_empty():
+            continue
+        sub = sub.drop("form").with_columns(x=c.str.extract_groups(rx)).unnest("x")
+        if name == "plog":
+            parts.append(_split_body(sub.with_columns(ts_ns=_ts_ns(set(sub.columns)))))
+            continue
+        parts.append(_conform(_console_fields(sub, name)))
+    return parts
+
+
+def _console_fields(sub: pl.DataFrame, name: str) -> pl.DataFrame:
+    cols = set(sub.columns)
+    level = pl.col("level").str.to_uppercase() if "level" in cols else pl.lit(FORM_LEVEL.get(name), pl.String)
+    level = level.replace(LEVEL_NAMES)
+    pid = pl.coalesce([pl.col(p) for p in ("pid", "pid2") if p in cols]) if "pid" in cols else pl.lit(None)
+    msg = pl.col("c") if name == "pyexc" or "msg" not in cols else pl.coalesce(pl.col("msg"), pl.col("c"))
+    sub = sub.with_columns(level=level, pid=pid, msg=msg, ts_ns=_ts_ns(cols), form=pl.lit(name))
+    if "dev" in cols:
+        sub = sub.with_columns(
+            dev=pl.col("dev").cast(pl.Int32, strict=False), rank=pl.col("rank").cast(pl.Int32, strict=False)
+        )
+        sub = sub.with_columns(
+            dev=pl.when(pl.col("dev") >= 0).then(pl.col("dev")),
+            rank=pl.when(pl.col("rank") >= 0).then(pl.col("rank")),
+        )
+    if "module" in cols and name == "pyexc":
+        sub = sub.with_columns(module=pl.lit(None, pl.String))
+    return sub
+
+
+def split_lines(text: str) -> list[str]:
+    """The lines of a decoded block: CR LF and LF ends, no trailing empty line (faster than a Polars split)."""
+    lines = text.replace("\r\n", "\n").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [x.rstrip("\r") for x in lines] if "\r" in text else lines
+
+
+def parse_lines(lines: list[str], line0: int) -> pl.DataFrame:
+    """One row per non-blank line (glued records split): its fields, and whether it can start a record."""
+    df = pl.DataFrame({"line_no": np.arange(line0, line0 + len(lines), dtype=np.int64), "l": lines})
+    if (df["l"].str.count_matches(_LEVEL_TAG) > 1).any():
+        df = df.with_columns(l=pl.col("l").str.replace_all(GLUED, "${1}\n${2}").str.split("\n")).explode("l")
+    df = df.with_row_index("ord").filter(pl.col("l").str.contains(r"\S"))
+    fast = df["l"].str.contains(PLOG_START)
+    parts, other = [], df.filter(~fast)
+    if fast.any():
+        parsed, failed = _plog_fast(df.filter(fast))
+        parts, other = [parsed], pl.concat([other, failed]) if failed.height else other
+    if not other.is_empty():
+        parts += _forms(_strip_prefixes(other))
+    if not parts:
+        return _conform(df.with_columns(c=pl.col("l"))).drop(*PREFIX_FIELDS)
+    out = pl.concat(parts).sort("ord")
+    return out.with_columns(
+        level=pl.coalesce(pl.col("level"), pl.col("p_level")).replace(LEVEL_NAMES),
+        ts_ns=pl.coalesce(pl.col("ts_ns"), pl.col("p_ts")),
+        rank=pl.coalesce(pl.col("rank"), pl.col("p_rank")),
+        pid=pl.coalesce(pl.col("pid"), pl.col("p_pid")),
+    ).drop("p_level", "p_ts", "p_rank", "p_pid")
+
+
+# -- lines → records -----------------------------------------------------------------------------------------
+CODE_ANY = "|".join(rx.replace("(?P<x>", "(") for _, rx in CODES)
+
+
+def mark_starts(lines: pl.DataFrame, plog_mode: bool) -> pl.DataFrame:
+    """A recognised header starts a record; in a console capture so does any line that is not a continuation."""
+    start = pl.col("form").is_not_null()
+    if not plog_mode:
+        start = start | ~pl.col("c").str.contains(CONT)
+    return lines.with_columns(start=start)
+
+
+def group_records(lines: pl.DataFrame) -> pl.DataFrame:
+    """Records from lines with a ``start`` flag: the first line's fields, the raw text, continuation in msg.
+
+    ``rec`` numbers the records from 0 in file order; only the lines of multi-line records are grouped.
+    """
+    start = pl.col("start") | (pl.int_range(pl.len()) == 0)
+    lines = lines.with_columns(start=start).with_columns(rec=pl.col("start").cum_sum().cast(pl.Int64) - 1)
+    single = pl.col("start") & pl.col("start").shift(-1, fill_value=True)
+    one = lines.filter(single).with_columns(raw=pl.col("l"), last_line=pl.col("line_no"))
+    if one.height == lines.height:
+        return one
+    firsts = [pl.col(c).first() for c in ("line_no", *LINE_FIELDS)]
+    multi = (
+        lines.filter(~single)
+        .group_by("rec", maintain_order=True)
+        .agg(
+            *firsts,
+            raw=pl.col("l").str.join("\n"),
+            more=pl.col("c").slice(1).str.join("\n"),
+            last_line=pl.col("line_no").last(),
+        )
+    )
+    more = pl.col("more")
+    multi = multi.with_columns(
+        msg=pl.when(more != "").then(pl.col("msg") + "\n" + more).otherwise(pl.col("msg"))
+    )
+    keep = ["rec", "line_no", *LINE_FIELDS, "raw", "last_line"]
+    return pl.concat([one.select(keep), multi.select(keep)])
+
+
+def enrich(rec: pl.DataFrame, file_pid: int | None, file_device: int | None) -> pl.DataFrame:
+    """Error code (first found of CODES), rank and device named in the message; file-name pid / device."""
+    msg = pl.col("msg")
+    code = rec["code"]
+    hits = np.flatnonzero(rec["msg"].str.contains(CODE_ANY).fill_null(False).to_numpy())
+    if len(hits):
+        found = rec[hits].select(pl.coalesce(pl.col("code"), *[msg.str.extract(rx, 1) for _, rx in CODES]))
+        code = code.scatter(hits, found.to_series())
+    letter = code.str.extract(r"^([EWI])[0-9A-Z]\d{4}$", 1).replace(
+        {"E": "ERROR", "W": "WARNING", "I": "INFO"}
+    )
+    return rec.with_columns(
+        code=code,
+        level=pl.coalesce(pl.col("level"), letter),
+        rank=pl.coalesce(pl.col("rank"), msg.str.extract(RANK_RX, 1).cast(pl.Int32, strict=False)),
+        dev=pl.coalesce(
+            pl.col("dev"),
+            msg.str.extract(DEVICE_RX, 1).cast(pl.Int32, strict=False),
+            pl.lit(file_device, pl.Int32),
+        ),
+        pid=pl.coalesce(pl.col("pid"), pl.lit(file_pid, pl.Int64)),
+        pname=pl.when(pl.col("pname") != "").then(pl.col("pname")),
+    )
+
+
+def to_table(rec: pl.DataFrame, run_id: int | None, file_id: int, record0: int) -> pa.Table:
+    out = rec.with_columns(
+        run_id=pl.lit(run_id, pl.Int64),
+        file_id=pl.lit(file_id, pl.Int64),
+        record_no=pl.col("rec") + (record0 + 1),  # the insert adds the records of the blocks before
+        line_count=(pl.col("last_line") - pl.col("line_no") + 1).cast(pl.Int32),
+        process_name=pl.col("pname"),
+        device_id=pl.col("dev"),
+        source_loc=pl.col("src"),
+        message=pl.col("msg"),
+    )
+    return out.select(pl.col(c).cast(t) for c, t in COLUMNS.items()).to_arrow()

@@ -1,0 +1,94 @@
+"""Log classification rules (``diag/rules/log_patterns.toml``) applied to parsed records, with Polars.
+
+Used by ``parsers/cann_log.py`` at ingest; the rules are data, one entry per rule, first match wins.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+RULES_PATH = Path(__file__).resolve().parent.parent / "diag" / "rules" / "log_patterns.toml"
+
+
+# -- rules ---------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    category: str
+    severity: str
+    role: str
+    pattern: str
+    codes: tuple[str, ...]
+    levels: tuple[str, ...]
+    explanation: str
+    fix: str
+
+
+@lru_cache(maxsize=4)
+def load_rules(path: Path = RULES_PATH) -> tuple[Rule, ...]:
+    with open(path, "rb") as fh:
+        data = tomllib.load(fh)
+    return tuple(
+        Rule(
+            r["id"],
+            r["category"],
+            r["severity"],
+            r.get("role", "cause"),
+            r.get("pattern", ""),
+            tuple(str(c) for c in r.get("codes", ())),
+            tuple(r.get("levels", ())),
+            r["explanation"],
+            r["fix"],
+        )
+        for r in data["rule"]
+    )
+
+
+def _rule_condition(rule: Rule) -> pl.Expr:
+    cond = pl.lit(False)
+    if rule.pattern:
+        cond = pl.col("raw").str.contains(rule.pattern)
+    if rule.codes:
+        cond = cond | pl.col("code").is_in(list(rule.codes)).fill_null(False)
+    if not rule.pattern and not rule.codes:
+        cond = pl.lit(True)
+    if rule.levels:
+        cond = cond & pl.col("level").is_in(list(rule.levels)).fill_null(False)
+    return cond
+
+
+def classify(records: pl.DataFrame, rules: tuple[Rule, ...]) -> pl.DataFrame:
+    """Add rule_id / category / severity: the first matching rule, tried only where any rule can match."""
+    combined = "|".join(f"(?:{r.pattern})" for r in rules if r.pattern)
+    codes = sorted({c for r in rules for c in r.codes})
+    levels = sorted({lv for r in rules if not r.pattern and not r.codes for lv in r.levels})
+    maybe = records.select(
+        pl.col("raw").str.contains(combined) | pl.col("code").is_in(codes).fill_null(False)
+        | pl.col("level").is_in(levels).fill_null(False)
+    ).to_series()  # fmt: skip
+    idx = np.zeros(records.height, dtype=np.int64)  # 0 = no rule, i + 1 = rules[i]
+    left = np.flatnonzero(maybe.fill_null(False).to_numpy())
+    sub = records[left]
+    for i, rule in enumerate(rules, start=1):  # first match wins: each rule sees what the ones above left
+        if not len(left):
+            break
+        hit = sub.select(_rule_condition(rule)).to_series().fill_null(False).to_numpy()
+        if hit.any():
+            idx[left[hit]] = i
+            left, sub = left[~hit], sub.filter(pl.Series(~hit))
+    take = pl.Series(idx)
+
+    def column(values: list[str]) -> pl.Series:
+        return pl.Series([None, *values], dtype=pl.String).gather(take)
+
+    return records.with_columns(
+        rule_id=column([r.id for r in rules]),
+        category=column([r.category for r in rules]),
+        severity=column([r.severity for r in rules]),
+    )
