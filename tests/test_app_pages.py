@@ -122,7 +122,7 @@ def test_stalls_page_agrees_with_the_export(app_db):
     assert not at.exception, at.exception
     tables = [d.value for d in at.dataframe]
     cmp = next(t for t in tables if "agrees (≤1%)" in t.columns)
-    assert list(cmp["metric"]) == ["Computing", "Communication(Not Overlapped)", "Communication", "Free"]
+    assert list(cmp["metric"]) == ["Computing", "Communication(Not Overlapped)", "Communication", "Free", "Preparing"]
     assert set(cmp["agrees (≤1%)"]) == {"yes"}
     assert not at.warning
 

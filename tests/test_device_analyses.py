@@ -108,6 +108,7 @@ def test_breakdown_agrees_with_step_trace_time_on_real_exports(tmp_path):
         "Communication(Not Overlapped)",
         "Communication",
         "Free",
+        "Preparing",
     ]
     for r in rows:
         assert abs(r["diff_pct"]) < 0.01, r

@@ -49,6 +49,9 @@ class StepBreakdown:
     comm_total_ns: int  # union of communication, overlapped or not
     memcpy_total_ns: int
     export: dict[str, int] | None = None  # the exporter's own step_trace_time figures, when present
+    # host side: from the ProfilerStep's start to the step's first device task (msprof's Preparing):
+    # time the device waited for the host to dispatch the step's first work
+    preparing_ns: int | None = None
 
     @property
     def e2e_ns(self) -> int:
@@ -72,16 +75,20 @@ class StepBreakdown:
             "Communication(Not Overlapped)": self.buckets["comm_exposed"],
             "Communication": self.comm_total_ns,
             "Free": self.free_ns,
+            "Preparing": self.preparing_ns,
         }
         theirs = {
             "Computing": self.export.get("computing_ns"),
             "Communication(Not Overlapped)": self.export.get("comm_not_overlapped_ns"),
             "Communication": self.export.get("communication_ns"),
             "Free": self.export.get("free_ns"),
+            "Preparing": self.export.get("preparing_ns"),
         }
         rows = []
         for metric, mine in ours.items():
             other = theirs[metric]
+            if mine is None or (metric == "Preparing" and other is None):
+                continue
             other = None if other is None else int(other)
             diff = None if not other else 100.0 * (mine - other) / other
             rows.append(
@@ -216,20 +223,38 @@ def breakdown(store: Store, run_id: int) -> Breakdown:
     }
     exports = {
         r[0]: dict(
-            zip(("computing_ns", "comm_not_overlapped_ns", "communication_ns", "free_ns"), r[1:], strict=True)
+            zip(
+                ("computing_ns", "comm_not_overlapped_ns", "communication_ns", "free_ns", "preparing_ns"),
+                r[1:],
+                strict=True,
+            )
         )
         for r in cur.execute(
-            "SELECT step, computing_ns, comm_not_overlapped_ns, communication_ns, free_ns FROM step_trace "
+            "SELECT step, computing_ns, comm_not_overlapped_ns, communication_ns, free_ns, preparing_ns FROM step_trace "
             "WHERE run_id = $run",
             {"run": run_id},
         ).fetchall()
     }
     if not exports and wins:
         exports = _overlap_exports(cur, run_id, wins)
+    preparing: dict[int | None, int] = {}
+    if step_source == "profiler_step":  # to the step's first compute/communication task, as msprof counts it
+        preparing = {
+            step: int(first - host_start)
+            for step, host_start, first in cur.execute(
+                """SELECT r.step, r.start_ns, min(t.s) FROM steps r JOIN _tasks t
+                     ON t.s >= r.start_ns AND t.s < r.end_ns AND t.bucket <> 'memcpy'
+                   WHERE r.run_id = $run GROUP BY r.step, r.start_ns""",
+                {"run": run_id},
+            ).fetchall()
+        }
     cur.execute("DROP TABLE IF EXISTS _tasks").fetchall()
     by_step: dict[int | None, StepBreakdown] = {}
     for step, (lo, hi) in wins.items():
         by_step[step] = StepBreakdown(step, lo, hi, dict.fromkeys(BUCKETS, 0), 0, 0, exports.get(step))
+    for step, prep in preparing.items():
+        if step in by_step:
+            by_step[step].preparing_ns = prep
     for step, bucket, ns, comm_ns, memcpy_ns in rows:
         sb = by_step[step]
         sb.buckets[bucket] += int(ns or 0)

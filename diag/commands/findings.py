@@ -62,6 +62,7 @@ def step_json(s: StepBreakdown) -> dict:
         "computing_ns": s.computing_ns,
         "comm_not_overlapped_ns": s.buckets["comm_exposed"],
         "communication_ns": s.comm_total_ns,
+        "preparing_ns": s.preparing_ns,
         "free_ns": s.free_ns,
         "memcpy_total_ns": s.memcpy_total_ns,
         "buckets_ns": s.buckets,
