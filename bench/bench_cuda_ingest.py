@@ -30,13 +30,16 @@ import os
 import random
 import shutil
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench._measure import measure  # noqa: E402
+
 FULL = {"trace_bytes": 1.05e9, "kernels": 1_000_000}
 QUICK = {"trace_bytes": 5e7, "kernels": 100_000}
 BASE_NS = 1711964646000000000
@@ -64,21 +67,12 @@ KERNELS = (  # (name, mean µs): a decode step of a 7B model on one GPU, names a
 OPS = ("aten::linear", "aten::mm", "aten::_flash_attention_forward", "vllm::rms_norm", "vllm::rotary_embedding",
        "vllm::silu_and_mul", "vllm::reshape_and_cache_flash")  # fmt: skip
 
-_MEASURE = """
-import json, resource, subprocess, sys, time
-cmd = json.loads(sys.argv[1])
-t = time.perf_counter()
-p = subprocess.run(cmd, capture_output=True, text=True)
-wall = time.perf_counter() - t
-rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-print(json.dumps({"wall_s": wall, "peak_rss": rss, "rc": p.returncode, "stdout": p.stdout, "stderr": p.stderr[-2000:]}))
-"""
 _SCAN_JSON = """
 import json, sys, duckdb
-from diag.store import default_memory_limit
+from diag.store import ingest_memory_limit
 from parsers.kineto_trace import read_json_sql
 con = duckdb.connect()
-for s in (f"SET memory_limit='{default_memory_limit()}'", "SET preserve_insertion_order=false",
+for s in (f"SET memory_limit='{ingest_memory_limit()}'", "SET preserve_insertion_order=false",
           "SET enable_progress_bar=false"):
     con.execute(s).fetchall()
 row = con.execute(f"SELECT count(*), max(ts), sum(TRY_CAST(dur AS DOUBLE)) FROM {read_json_sql(sys.argv[1])}").fetchall()[0]
@@ -258,17 +252,6 @@ def generate_nsys(path: Path, kernels: int) -> None:
 
 
 # -- measuring ---------------------------------------------------------------------------------------------
-def measure(cmd: list[str]) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.run(
-        [sys.executable, "-c", _MEASURE, json.dumps(cmd)], capture_output=True, text=True, cwd=ROOT, env=env
-    )
-    if proc.returncode != 0:
-        raise SystemExit(f"measurement wrapper failed: {proc.stderr[-2000:]}")
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    if result["rc"] != 0:
-        print(f"warning: {' '.join(cmd[:4])}… exited {result['rc']}: {result['stderr']}", file=sys.stderr)
-    return result
 
 
 def bench(label: str, path: Path, scan: list[str], workdir: Path) -> dict:

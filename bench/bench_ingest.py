@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,7 +30,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from diag.store import default_memory_limit  # noqa: E402
+from bench._measure import measure  # noqa: E402
+
+sys.path.insert(0, str(ROOT))
+
+from diag.store import ingest_memory_limit  # noqa: E402
 from sample_traces.generate import generate  # noqa: E402
 
 FULL = {"trace_bytes": 1.1e9, "kernel_rows": 1e6}
@@ -40,22 +43,13 @@ LAYERS = 28  # Qwen2-7B
 
 # Runs COMMAND as its child and reports that child's wall time and peak RSS (ru_maxrss of RUSAGE_CHILDREN
 # covers only the children this process waited for, i.e. exactly the one measured command).
-_MEASURE = """
-import json, resource, subprocess, sys, time
-cmd = json.loads(sys.argv[1])
-t = time.perf_counter()
-p = subprocess.run(cmd, capture_output=True, text=True)
-wall = time.perf_counter() - t
-rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-print(json.dumps({"wall_s": wall, "peak_rss": rss, "rc": p.returncode, "stdout": p.stdout, "stderr": p.stderr[-2000:]}))
-"""
 _SCAN = """
 import json, sys, duckdb
-from diag.store import default_memory_limit
+from diag.store import ingest_memory_limit
 from parsers.ascend_trace_view import read_json_sql
 kind, path = sys.argv[1], sys.argv[2]
 con = duckdb.connect()
-con.execute(f"SET memory_limit='{default_memory_limit()}'").fetchall()
+con.execute(f"SET memory_limit='{ingest_memory_limit()}'").fetchall()
 con.execute("SET preserve_insertion_order=false").fetchall()
 con.execute("SET enable_progress_bar=false").fetchall()
 if kind == "json":
@@ -66,19 +60,6 @@ else:
     row = con.execute(f"SELECT count(*) FROM read_csv('{p}', header=true, all_varchar=true)").fetchall()[0]
 print(json.dumps({"rows": row[0]}))
 """
-
-
-def measure(cmd: list[str]) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.run(
-        [sys.executable, "-c", _MEASURE, json.dumps(cmd)], capture_output=True, text=True, cwd=ROOT, env=env
-    )
-    if proc.returncode != 0:
-        raise SystemExit(f"measurement wrapper failed: {proc.stderr[-2000:]}")
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    if result["rc"] != 0:
-        print(f"warning: {' '.join(cmd[:4])}… exited {result['rc']}: {result['stderr']}", file=sys.stderr)
-    return result
 
 
 def bench_file(path: Path, kind: str, workdir: Path) -> dict:
@@ -188,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print_table(results)
         summary = {
-            "machine": {"cpus": os.cpu_count(), "memory_limit": default_memory_limit()},
+            "machine": {"cpus": os.cpu_count(), "memory_limit": ingest_memory_limit()},
             "trace": results[0],
             "kernel_details": results[1],
         }

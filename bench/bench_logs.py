@@ -22,26 +22,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-_MEASURE = """
-import json, resource, subprocess, sys, time
-cmd = json.loads(sys.argv[1])
-t = time.perf_counter()
-p = subprocess.run(cmd, capture_output=True, text=True)
-wall = time.perf_counter() - t
-rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-print(json.dumps({"wall_s": wall, "peak_rss": rss, "rc": p.returncode, "stdout": p.stdout[-200000:],
-                  "stderr": p.stderr[-2000:]}))
-"""
+sys.path.insert(0, str(ROOT))
+
+from bench._measure import measure  # noqa: E402
+
 T0 = 1750815000  # 2025-06-25 01:30:00, as local time written by the logs
 FAIL_S = 100  # rank 0's device exception, seconds after T0
 ECHO_S = FAIL_S + 1836  # the other ranks' EI0002 (HCCL_EXEC_TIMEOUT 1836 s)
@@ -199,19 +191,6 @@ def generate(folder: Path, total_bytes: float, ranks: int) -> dict:
     return {"files": files, "bytes": size, "lines": lines}
 
 
-def measure(cmd: list[str]) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.run(
-        [sys.executable, "-c", _MEASURE, json.dumps(cmd)], capture_output=True, text=True, cwd=ROOT, env=env
-    )
-    if proc.returncode != 0:
-        raise SystemExit(f"measurement wrapper failed: {proc.stderr[-2000:]}")
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    if result["rc"] not in (0, 1):  # grep -c exits 1 when a file has no match
-        print(f"warning: {' '.join(cmd[:4])}… exited {result['rc']}: {result['stderr']}", file=sys.stderr)
-    return result
-
-
 def _ingest(paths: list[Path], db: Path) -> dict:
     for leftover in (db, db.with_suffix(".duckdb.wal")):
         leftover.unlink(missing_ok=True)
@@ -236,8 +215,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"generated {len(gen['files'])} files, {gen['bytes'] / 1e6:,.1f} MB, {gen['lines']:,} lines "
               f"in {time.perf_counter() - t:.1f} s under {logs}")  # fmt: skip
         files = [str(f) for f in gen["files"]]
-        measure(["grep", "-c", "ERROR", *files])  # warm the page cache for both contenders
-        grep = measure(["grep", "-c", "ERROR", *files])
+        measure(["grep", "-c", "ERROR", *files], ok_codes=(0, 1))  # warm the page cache for both contenders
+        grep = measure(["grep", "-c", "ERROR", *files], ok_codes=(0, 1))
         errors = sum(int(line.rsplit(":", 1)[1]) for line in grep["stdout"].splitlines())
         full = _ingest([logs], work / "bench_logs.duckdb")
         payload = json.loads(full["stdout"]) if full["stdout"].strip() else {}
