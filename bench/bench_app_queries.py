@@ -7,7 +7,7 @@ The run is generated straight into a fresh store with SQL (decode steps on 4 com
 AI_CPU and MEMCPY tasks sprinkled in, host ops and Overlap Analysis slices), so the benchmark needs no
 input files. Prints one line per query: warm time (best of 3) and, for the timeline, marks sent.
 
-    python bench/bench_app_queries.py [--tasks 2000000] [--db /tmp/bench_app.duckdb]
+    python bench/bench_app_queries.py [--tasks 2000000] [--db bench_app.duckdb]
 """
 
 from __future__ import annotations
