@@ -46,10 +46,11 @@ def default_memory_limit() -> str:
 def ingest_memory_limit() -> str:
     """For ingest, which must stay bounded on GB inputs.
 
-    Measured (bench/bench_ingest.py): 256 MB ingests a 1 GB trace as fast as 1 GB does, and a 1M-row
-    kernel_details.csv 2.6x faster (large inserts stream to disk instead of piling up until commit).
+    Measured (bench/bench_ingest.py): 160-256 MB ingest a 1 GB trace as fast as 1 GB does, and a 1M-row
+    kernel_details.csv 2.6x faster (large inserts stream to disk instead of piling up until commit); 160 MB
+    keeps peak RSS under the size of a 360 MB CSV.
     """
-    return os.environ.get("DIAG_INGEST_MEMORY_LIMIT", "256MB")
+    return os.environ.get("DIAG_INGEST_MEMORY_LIMIT", "160MB")
 
 
 class Store:
