@@ -26,6 +26,7 @@ PAGES = [
     st.Page("app_pages/06_findings.py", title="Findings", icon=":material/troubleshoot:"),
     st.Page("app_pages/07_logs.py", title="Logs", icon=":material/article:"),
     st.Page("app_pages/08_compare.py", title="Ascend vs CUDA", icon=":material/compare_arrows:"),
+    st.Page("app_pages/09_postmortem.py", title="Postmortem", icon=":material/description:"),
 ]
 
 page = st.navigation(PAGES)

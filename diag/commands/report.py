@@ -1,0 +1,48 @@
+"""``diag report``: the incident postmortem of a run (or of every log) as Markdown, HTML or JSON."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from diag.analyses.postmortem import build_postmortem
+from diag.commands._common import DEFAULT, DbOption
+from diag.errors import DiagError
+from diag.report import render
+from diag.store import Store
+
+
+def report(
+    db: DbOption = DEFAULT,
+    run: Annotated[
+        int | None, typer.Option("--run", help="Run id (default: every log in the store).")
+    ] = None,
+    job: Annotated[int | None, typer.Option("--job", help="Job id: its first run.")] = None,
+    baseline: Annotated[int | None, typer.Option("--baseline", help="CUDA baseline run id.")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="md | html | json")] = "md",
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Write here (default: stdout).")
+    ] = None,
+) -> None:
+    """Incident postmortem: what happened, impact, root cause with evidence, contributing factors, actions."""
+    if fmt not in ("md", "html", "json"):
+        raise DiagError(f"--format must be md, html or json, not {fmt!r}")
+    if baseline is not None and run is None and job is None:
+        raise DiagError("--baseline needs --run or --job")
+    with Store(db, read_only=True) as store:
+        try:
+            pm = build_postmortem(store, run, baseline, job_id=job)
+        except ValueError as exc:
+            raise DiagError(str(exc)) from None
+    text = render(pm, fmt)
+    if output is None:
+        sys.stdout.write(text + ("" if text.endswith("\n") else "\n"))
+    else:
+        output.write_text(text, encoding="utf-8")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report")(report)

@@ -1,0 +1,237 @@
+"""Render a Postmortem as Markdown, one self-contained HTML file (inline CSS and SVG, no script), or JSON.
+
+Op names, log text and file paths are untrusted: HTML escapes them, Markdown escapes its specials and puts raw
+log lines and evidence in fenced blocks whose fence is longer than any backtick run inside.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from typing import Any
+
+from diag.analyses.postmortem import Postmortem
+
+MAX_ROWS = 20  # rows per table / statements per section
+MAX_EVIDENCE_CHARS = 2000  # JSON evidence shown per statement
+MAX_LINE_CHARS = 1000  # one log line
+_MD_SPECIALS = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~&])")
+NOTE_FIELDS = ("owner", "summary", "follow_ups")
+
+
+def md_escape(text: Any) -> str:
+    """Inline text as literal Markdown: specials backslash-escaped, no line breaks."""
+    return _MD_SPECIALS.sub(r"\\\1", " ".join(str(text).split()))
+
+
+def md_fence(body: str, lang: str = "") -> str:
+    runs = [len(m) for m in re.findall(r"`+", body)]
+    fence = "`" * max(3, max(runs, default=0) + 1)
+    return f"{fence}{lang}\n{body}\n{fence}"
+
+
+def _evidence_json(ev: dict[str, Any]) -> str:
+    rest = {k: v for k, v in ev.items() if k != "log_lines" and v not in (None, {}, [])}
+    if not rest:
+        return ""
+    text = json.dumps(rest, ensure_ascii=False, default=str, indent=1)
+    return text if len(text) <= MAX_EVIDENCE_CHARS else text[:MAX_EVIDENCE_CHARS] + "\n… (truncated)"
+
+
+def _log_text(ev: dict[str, Any]) -> str:
+    lines = []
+    for line in ev.get("log_lines") or []:
+        raw = str(line.get("raw", ""))[:MAX_LINE_CHARS]
+        lines.append(f"{line.get('file')}:{line.get('line_no')}: {raw}")
+    return "\n".join(lines)
+
+
+def _sections(pm: Postmortem) -> list[tuple[str, list[dict[str, Any]]]]:
+    rc = [pm.root_cause["statement"]] if pm.root_cause else []
+    j = pm.to_json()
+    return [
+        ("What happened", j["what_happened"]),
+        ("Impact", j["impact"]),
+        ("Root cause", rc),
+        ("Contributing factors", j["contributing"]),
+        ("Suggested actions", j["actions"]),
+    ]
+
+
+def _title(pm: Postmortem) -> str:
+    return (pm.notes or {}).get("title") or pm.title
+
+
+def to_json(pm: Postmortem) -> str:
+    return json.dumps(pm.to_json(), ensure_ascii=False, indent=2, default=str)
+
+
+# -- Markdown ----------------------------------------------------------------------------------------------
+
+
+def to_markdown(pm: Postmortem) -> str:
+    notes = pm.notes or {}
+    out = [f"# {md_escape(_title(pm))}", "", f"Scope: {md_escape(pm.scope)}", ""]
+    out += [md_escape(notes.get("summary") or pm.summary), ""]
+    if notes.get("owner"):
+        out += [f"Owner: {md_escape(notes['owner'])}", ""]
+    if pm.root_cause:
+        r = pm.root_cause
+        out += [
+            f"**Root cause category:** {md_escape(r['category'])} ({md_escape(r['severity'])}, "
+            f"from {md_escape(r['source'])} evidence)",
+            "",
+        ]
+        if r.get("explanation"):
+            out += [md_escape(r["explanation"]), ""]
+    for name, items in _sections(pm):
+        out += [f"## {name}", ""]
+        if not items:
+            out += ["_Nothing in the data._", ""]
+        for st in items[:MAX_ROWS]:
+            out += [f"- {md_escape(st['text'])}"]
+            ev = st.get("evidence") or {}
+            logs = _log_text(ev)
+            if logs:
+                out += ["", "  Log evidence (file:line):", "", _indent(md_fence(logs, "text")), ""]
+            figures = _evidence_json(ev)
+            if figures:
+                out += ["", "  <details><summary>evidence</summary>", "", _indent(md_fence(figures, "json")),
+                        "", "  </details>", ""]  # fmt: skip
+        if len(items) > MAX_ROWS:
+            out += [f"- … {len(items) - MAX_ROWS} more (see the JSON report)"]
+        out += [""]
+    if pm.comparison:
+        out += ["## Baseline comparison: top op classes losing time", ""]
+        out += ["| op class | per step (ms) | baseline per step (ms) | ratio | lost per step (ms) |", "|---|---|---|---|---|"]  # fmt: skip
+        for c in pm.comparison["top_losses"]:
+            ratio = f"{c['ratio']:.2f}" if c["ratio"] else "-"
+            out += [
+                f"| {md_escape(c['op_class'])} | {c['per_step_a_ns'] / 1e6:.3f} | {c['per_step_b_ns'] / 1e6:.3f} "
+                f"| {ratio} | {c['delta_per_step_ms']:.3f} |"
+            ]
+        out += [""]
+    out += ["## Environment", ""]
+    if not pm.environment:
+        out += ["_No profiling run in scope: versions unknown._", ""]
+    for k, v in pm.environment.items():
+        if isinstance(v, dict):
+            out += [f"- {md_escape(k)}:"] + [
+                f"  - {md_escape(a)} = {md_escape(b)}" for a, b in list(v.items())[:MAX_ROWS]
+            ]
+        else:
+            out += [f"- {md_escape(k)}: {md_escape(v)}"]
+    out += [""]
+    if notes.get("follow_ups"):
+        out += ["## Follow-ups", "", md_escape(notes["follow_ups"]), ""]
+    return "\n".join(out)
+
+
+def _indent(block: str) -> str:
+    return "\n".join("  " + line for line in block.splitlines())
+
+
+# -- HTML --------------------------------------------------------------------------------------------------
+
+CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
+h1{font-size:1.5em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:1.6em}
+pre{background:#f5f5f5;padding:.6em;overflow-x:auto;white-space:pre-wrap;word-break:break-all;font-size:.85em}
+table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}
+.rc{background:#fff4f4;border-left:4px solid #c33;padding:.4em 1em}.muted{color:#777}li{margin:.4em 0}"""
+
+
+def _e(x: Any) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _svg_chart(chart: list[dict[str, Any]]) -> str:
+    if not chart:
+        return ""
+    rows = sorted(chart, key=lambda c: -c["ns"])[:MAX_ROWS]
+    width, bar_h, label_w = 700, 22, 300
+    top = max(c["ns"] for c in rows) or 1
+    parts = [f'<svg width="{width}" height="{bar_h * len(rows) + 10}" role="img">']  # noqa: E501
+    for i, c in enumerate(rows):
+        w = int((width - label_w - 80) * c["ns"] / top)
+        y = i * bar_h + 5
+        parts += [
+            f'<text x="0" y="{y + 15}" font-size="12">{_e(c["label"])}</text>',
+            f'<rect x="{label_w}" y="{y + 3}" width="{max(w, 1)}" height="{bar_h - 6}" fill="#4a7ab5"/>',
+            f'<text x="{label_w + w + 4}" y="{y + 15}" font-size="12">{c["pct"]:.1f}%</text>',
+        ]
+    return "\n".join([*parts, "</svg>"])
+
+
+def to_html(pm: Postmortem) -> str:
+    notes = pm.notes or {}
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{_e(_title(pm))}</title><style>{CSS}</style></head><body>",
+        f"<h1>{_e(_title(pm))}</h1>",
+        f'<p class="muted">Scope: {_e(pm.scope)}</p>',
+        f"<p>{_e(notes.get('summary') or pm.summary)}</p>",
+    ]
+    if notes.get("owner"):
+        out.append(f"<p>Owner: {_e(notes['owner'])}</p>")
+    if pm.root_cause:
+        r = pm.root_cause
+        out.append(
+            f'<div class="rc"><b>Root cause category:</b> {_e(r["category"])} ({_e(r["severity"])}, from '
+            f"{_e(r['source'])} evidence)<br>{_e(r.get('explanation', ''))}</div>"
+        )
+    for name, items in _sections(pm):
+        out.append(f"<h2>{_e(name)}</h2>")
+        if not items:
+            out.append('<p class="muted">Nothing in the data.</p>')
+            continue
+        out.append("<ul>")
+        for st in items[:MAX_ROWS]:
+            ev = st.get("evidence") or {}
+            out.append(f"<li>{_e(st['text'])}")
+            logs = _log_text(ev)
+            if logs:
+                out.append(f"<pre>{_e(logs)}</pre>")
+            figures = _evidence_json(ev)
+            if figures:
+                out.append(f"<details><summary>evidence</summary><pre>{_e(figures)}</pre></details>")
+            out.append("</li>")
+        if len(items) > MAX_ROWS:
+            out.append(f"<li>… {len(items) - MAX_ROWS} more (see the JSON report)</li>")
+        out.append("</ul>")
+    if pm.chart:
+        out += ["<h2>Device time by bucket</h2>", _svg_chart(pm.chart)]
+    if pm.comparison:
+        out += [
+            "<h2>Baseline comparison: top op classes losing time</h2><table>",
+            "<tr><th>op class</th><th>per step (ms)</th><th>baseline per step (ms)</th><th>ratio</th>"
+            "<th>lost per step (ms)</th></tr>",
+        ]
+        for c in pm.comparison["top_losses"][:MAX_ROWS]:
+            ratio = f"{c['ratio']:.2f}" if c["ratio"] else "-"
+            out.append(
+                f"<tr><td>{_e(c['op_class'])}</td><td>{c['per_step_a_ns'] / 1e6:.3f}</td>"
+                f"<td>{c['per_step_b_ns'] / 1e6:.3f}</td><td>{ratio}</td><td>{c['delta_per_step_ms']:.3f}</td></tr>"
+            )
+        out.append("</table>")
+    out.append("<h2>Environment</h2><table>")
+    for k, v in pm.environment.items():
+        if isinstance(v, dict):
+            v = ", ".join(f"{a}={b}" for a, b in list(v.items())[:MAX_ROWS])
+        out.append(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>")
+    out.append("</table>")
+    if notes.get("follow_ups"):
+        out.append(f"<h2>Follow-ups</h2><pre>{_e(notes['follow_ups'])}</pre>")
+    out.append("</body></html>")
+    return "\n".join(out)
+
+
+def render(pm: Postmortem, fmt: str) -> str:
+    if fmt == "md":
+        return to_markdown(pm)
+    if fmt == "html":
+        return to_html(pm)
+    if fmt == "json":
+        return to_json(pm)
+    raise ValueError(f"unknown format {fmt!r} (md, html, json)")
