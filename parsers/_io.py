@@ -7,7 +7,7 @@ import contextlib
 import csv
 import io
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -217,40 +217,43 @@ def json_array_is_complete(path: Path) -> bool:
     return tail.endswith(b"]")
 
 
-def json_array_prefix(
-    path: Path, display: str, tmpdir: Path, validate: Callable[[Path], object]
-) -> tuple[Path, str]:
-    """Write the longest prefix of a truncated JSON array that ends on a complete element, closed with ']'.
+def element_ends(path: Path, boundary: re.Pattern[bytes] = _BOUNDARY) -> Iterator[int]:
+    """Offsets just past the ``}`` of top-level elements, from the end of the file backwards.
 
-    Candidate cut points are element boundaries found from the end of the file; each is confirmed by
-    ``validate`` (a full parse of the repaired copy), so a look-alike boundary inside a string is skipped.
+    Reads growing windows of the file's tail, so a file cut anywhere costs a read of its last few MB only.
+    Callers confirm each candidate with a full parse (a look-alike inside a string is then skipped).
     """
     size = path.stat().st_size
-    window = 1 << 20
-    tried = 0
+    window, seen_below = 1 << 20, size + 1
     with open(path, "rb") as fh:
         while True:
             start = max(0, size - window)
             fh.seek(start)
             tail = fh.read(size - start)
-            for m in reversed(list(_BOUNDARY.finditer(tail))):
+            for m in reversed(list(boundary.finditer(tail))):
                 cut = start + m.start() + 1
-                out = tmpdir / f"prefix_{path.name}"
-                _copy_prefix(path, out, cut, b"]")
-                try:
-                    validate(out)
-                except duckdb.Error:
-                    out.unlink(missing_ok=True)
-                    tried += 1
-                    if tried >= 8:
-                        raise BadInputError(
-                            display, "truncated JSON array; no complete prefix found", offset=size
-                        ) from None
-                    continue
-                return (
-                    out,
-                    f"truncated at byte {size} (file size); stored the complete events up to byte {cut}",
-                )
+                if cut < seen_below:
+                    seen_below = cut
+                    yield cut
             if start == 0:
-                raise BadInputError(display, "truncated JSON array with no complete event", offset=size)
+                return
             window *= 4
+
+
+def json_array_prefix(
+    path: Path, display: str, tmpdir: Path, validate: Callable[[Path], object]
+) -> tuple[Path, str]:
+    """Write the longest prefix of a truncated JSON array that ends on a complete element, closed with ']'."""
+    size = path.stat().st_size
+    out = tmpdir / f"prefix_{path.name}"
+    for tried, cut in enumerate(element_ends(path)):
+        if tried >= 8:
+            raise BadInputError(display, "truncated JSON array; no complete prefix found", offset=size)
+        _copy_prefix(path, out, cut, b"]")
+        try:
+            validate(out)
+        except duckdb.Error:
+            out.unlink(missing_ok=True)
+            continue
+        return out, f"truncated at byte {size} (file size); stored the complete events up to byte {cut}"
+    raise BadInputError(display, "truncated JSON array with no complete event", offset=size)

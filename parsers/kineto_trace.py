@@ -35,7 +35,7 @@ import duckdb
 from diag.errors import BadInputError
 from diag.store import default_memory_limit, q
 from parsers._base import ParseContext, ParseResult, Probe
-from parsers._io import JSON_MAX_OBJECT, one_line
+from parsers._io import JSON_MAX_OBJECT, element_ends, one_line
 
 CHUNK = 8 << 20
 HEAD_LIMIT = 64 << 20  # the metadata before traceEvents (deviceProperties, INFO lines) is far smaller
@@ -249,28 +249,23 @@ def _truncate(out: Path, end: int) -> bytes:
 def _complete_prefix(out: Path, display: str) -> int:
     """Cut ``out`` after its last complete event and close the array; the cut is checked by a full parse."""
     size = out.stat().st_size
-    window, tried = 1 << 20, 0
     with open(out, "r+b") as fh:
-        while True:
-            start = max(0, size - window)
-            fh.seek(start)
-            tail = fh.read(size - start)
-            for m in reversed(list(_BOUNDARY.finditer(tail))):
-                cut = start + m.start() + 1
-                fh.seek(cut)
-                fh.write(b"]")
-                fh.truncate(cut + 1)
-                fh.flush()
-                if _parses(out):
-                    return cut
-                fh.seek(cut)
-                fh.write(tail[m.start() + 1 :])  # undo, try an earlier boundary
-                tried += 1
-                if tried >= 8:
-                    raise BadInputError(display, "truncated trace; no complete prefix of events found", size)
-            if start == 0:
-                raise BadInputError(display, "truncated trace with no complete event", size)
-            window *= 4
+        for tried, cut in enumerate(element_ends(out, _BOUNDARY)):
+            if tried >= 8:
+                raise BadInputError(display, "truncated trace; no complete prefix of events found", size)
+            fh.seek(cut)
+            saved = fh.read()
+            fh.seek(cut)
+            fh.write(b"]")
+            fh.truncate(cut + 1)
+            fh.flush()
+            if _parses(out):
+                return cut
+            fh.seek(cut)
+            fh.write(saved)  # undo, try an earlier boundary
+            fh.truncate(cut + len(saved))
+            fh.flush()
+    raise BadInputError(display, "truncated trace with no complete event", size)
 
 
 def _parses(path: Path) -> bool:
