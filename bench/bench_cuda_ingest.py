@@ -108,7 +108,7 @@ def generate_kineto(trace: Path, events_array: Path, target_bytes: int, epoch_ns
         '  "record_shapes": 1,\n  "traceEvents": [\n'
     )
     base = "" if epoch_ns else ',\n  "baseTimeNanoseconds": 1711964646000000000'
-    tail = f'\n],\n  "traceName": "/tmp/bench.pt.trace.json",\n  "displayTimeUnit": "ms"{base}\n}}\n'
+    tail = f'\n],\n  "traceName": "bench.pt.trace.json",\n  "displayTimeUnit": "ms"{base}\n}}\n'
     t0 = 1712195495000000.0 if epoch_ns else 4458676000000.0
     pid, tid, ts, gpu_ts, ext, corr, n, step = 4242, 4243, t0, t0, 1, 1000, 0, 0
     written = len(head)
