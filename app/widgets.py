@@ -253,24 +253,19 @@ def compare_classes_figure(cmp) -> go.Figure:  # noqa: ANN001
     rows = [c for c in cmp.classes if c.per_step_a_ns or c.per_step_b_ns]
     names = [c.op_class for c in rows]
     fig = go.Figure()
-    fig.add_trace(
-        go.Bar(
-            name=f"A: {cmp.run_a['name']} ({cmp.run_a['platform']})",
-            x=names,
-            y=[c.per_step_a_ns / 1e6 for c in rows],
-            marker_color="#d62728",
-            hovertemplate="%{x}: %{y:.3f} ms/step<extra>A</extra>",
+    for side, run, attr, color in (
+        ("A", cmp.run_a, "per_step_a_ns", "#d62728"),
+        ("B", cmp.run_b, "per_step_b_ns", "#2ca02c"),
+    ):
+        fig.add_trace(
+            go.Bar(
+                name=f"{side}: {run['name']} ({run['platform']})",
+                x=names,
+                y=[getattr(c, attr) / 1e6 for c in rows],
+                marker_color=color,
+                hovertemplate=f"%{{x}}: %{{y:.3f}} ms/step<extra>{side}</extra>",
+            )
         )
-    )
-    fig.add_trace(
-        go.Bar(
-            name=f"B: {cmp.run_b['name']} ({cmp.run_b['platform']})",
-            x=names,
-            y=[c.per_step_b_ns / 1e6 for c in rows],
-            marker_color="#2ca02c",
-            hovertemplate="%{x}: %{y:.3f} ms/step<extra>B</extra>",
-        )
-    )
     fig.update_layout(
         barmode="group",
         height=420,

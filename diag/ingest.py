@@ -7,11 +7,13 @@ the old rows in the same transaction; a failure stores nothing and alters nothin
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,9 +75,6 @@ class IngestSummary:
         return self.count("failed") == 0
 
 
-ProgressFn = Callable[[str, int], None]  # (source, bytes just finished)
-
-
 class Ingestor:
     def __init__(
         self,
@@ -84,15 +83,15 @@ class Ingestor:
         replace: bool = False,
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         archive_limits: archives.ArchiveLimits | None = None,
-        on_file_start: ProgressFn | None = None,
         on_file_done: Callable[[FileOutcome], None] | None = None,
+        around_file: Callable[[Candidate], AbstractContextManager[object]] | None = None,
     ) -> None:
         self.store = store
         self.replace = replace
         self.max_file_bytes = max_file_bytes
         self.archive_limits = archive_limits or archives.ArchiveLimits(max_member_bytes=max_file_bytes)
-        self.on_file_start = on_file_start
         self.on_file_done = on_file_done
+        self.around_file = around_file  # wraps each file's ingest (the CLI's progress inside a file)
         self._tmp = Path(tempfile.mkdtemp(prefix="diag-ingest-"))
         q(store.con, f"SET memory_limit='{ingest_memory_limit()}'")
         self._discover = Discoverer(self._tmp, self.archive_limits)
@@ -110,14 +109,16 @@ class Ingestor:
 
     # -- ingest ----------------------------------------------------------------------------------------------
     def ingest(self, paths: Iterable[str | Path]) -> IngestSummary:
-        candidates, refused = self.collect(paths)
+        return self.run(*self.collect(paths))
+
+    def run(self, candidates: list[Candidate], refused: list[FileOutcome]) -> IngestSummary:
+        """Ingest collected files in order, reporting each outcome (refused inputs first)."""
         summary = IngestSummary(files=list(refused))
         for outcome in refused:
             self._done(outcome)
         for cand in candidates:
-            if self.on_file_start:
-                self.on_file_start(cand.source, 0)
-            outcome = self.ingest_one(cand)
+            with self.around_file(cand) if self.around_file else contextlib.nullcontext():
+                outcome = self.ingest_one(cand)
             summary.files.append(outcome)
             self._done(outcome)
         return summary

@@ -18,6 +18,7 @@ from rich.progress import (
 )
 
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, fmt_bytes, print_json
+from diag.discover import Candidate
 from diag.ingest import DEFAULT_MAX_FILE_BYTES, FileOutcome, Ingestor, IngestSummary
 from diag.store import Store
 
@@ -130,21 +131,19 @@ def ingest(
         if outcome.status == "failed":
             err.print(f"[red]error:[/] {outcome.message}", soft_wrap=True)
 
-    ingestor = Ingestor(store, replace=replace, max_file_bytes=max_file_size, on_file_done=report)
+    def around(cand: Candidate) -> _WithinFile:
+        progress.update(task, description=cand.path.name)
+        return _WithinFile(store, progress, task, cand.path.stat().st_size, enabled=not quiet)
+
+    ingestor = Ingestor(
+        store, replace=replace, max_file_bytes=max_file_size, on_file_done=report, around_file=around
+    )
     try:
         candidates, refused = ingestor.collect(paths)
         total = sum(c.path.stat().st_size for c in candidates)
         with progress:
             task = progress.add_task("", total=total or 1)
-            summary = IngestSummary(files=list(refused))
-            for outcome in refused:
-                report(outcome)
-            for cand in candidates:
-                progress.update(task, description=cand.path.name)
-                with _WithinFile(store, progress, task, cand.path.stat().st_size, enabled=not quiet):
-                    outcome = ingestor.ingest_one(cand)
-                summary.files.append(outcome)
-                report(outcome)
+            summary = ingestor.run(candidates, refused)
         payload = summary_json(db, summary, store)
     finally:
         ingestor.close()
