@@ -23,6 +23,7 @@ from parsers import (
     nsight_report,
     nsys_sqlite,
     nsys_stats_csv,
+    serving_bench,
 )
 from parsers._base import ParseContext, Parser, ParseResult, Probe
 
@@ -46,6 +47,7 @@ PARSERS: tuple[Parser, ...] = (
     nsys_stats_csv.PARSER,
     ncu_csv.PARSER,
     nsight_report.PARSER,  # after the CUDA exports: a renamed export is read, only binary reports refused
+    serving_bench.PARSER,  # serving results (text blocks, AISBench tables, JSON): before the log parser
     cann_log.PARSER,  # last: logs are claimed by content only when no export parser took the file
 )
 

@@ -1,0 +1,461 @@
+"""Serving-benchmark results: one ``serving_runs`` row per benchmark run.
+
+Formats (``shared/formats/llm_inference_reference.md`` §9):
+
+* vLLM ``benchmark_serving.py`` / ``vllm bench serve`` and SGLang ``bench_serving`` text blocks: a
+  ``==== Serving Benchmark Result ====`` header, ``Label:  value`` rows, ``----Section----`` lines, a closing
+  ``=====`` line.  Rows come and go with versions (unknown ones are kept in ``fields``); values may carry
+  trailing blanks, lines CRLF, and every line the same prefix (Markdown indent, ``# ``, a logging prefix
+  whose digits change from line to line).
+* AISBench box tables (``Performance Parameters`` + ``Common Metric``), values with units in the cell.
+* vLLM ``--save-result`` JSON and SGLang ``--output-file`` JSONL (one object per run).
+
+Model, dataset, lengths and load come from the block itself or, for text, from the lines before it
+(``Namespace(...)``, the command line, ``Maximum request concurrency:`` preambles).  A block cut short
+(no closing line, a row without a value, a line that is no row) is a ``BadInputError`` naming its line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from decimal import Decimal
+from typing import Any
+
+from diag.errors import BadInputError
+from parsers._base import ParseContext, ParseResult, Probe
+
+_HEADER = re.compile(r"=+ ?Serving Benchmark Result ?=+\s*$", re.M)
+_AIS_TITLE = re.compile(r"Performance Results of task \[([^\]]*)\]")
+_AIS_TABLE_HEAD = re.compile(r"^[│|]\s*(Performance Parameters|Common Metric)\s*[│|]")
+_JSON_KEYS = re.compile(r'"completed"\s*:')
+_LAT_LABEL = re.compile(
+    r"^(mean|median|std|min|max|p\d+(?:\.\d+)?) (ttft|tpot|itl|e2el|e2e latency) \(ms\)$", re.I
+)
+_LAT_KEY = re.compile(r"^(mean|median|std|min|max|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el|e2e_latency)_ms$")
+_NONE_VALUES = {"inf", "not set", "none", "n/a", "nan", "null", "-"}
+_SGLANG_LABELS = {
+    "backend",
+    "traffic request rate",
+    "max request concurrency",
+    "max reqeuest concurrency",
+    "total generated tokens (retokenized)",
+}
+
+# label (lower case, single spaces) -> (column, kind)
+_TEXT_FIELDS: dict[str, tuple[str, str]] = {
+    "successful requests": ("successful_requests", "int"),
+    "failed requests": ("failed_requests", "int"),
+    "maximum request concurrency": ("max_concurrency", "int"),
+    "max request concurrency": ("max_concurrency", "int"),
+    "max reqeuest concurrency": ("max_concurrency", "int"),
+    "request rate configured (rps)": ("request_rate_rps", "float"),
+    "traffic request rate": ("request_rate_rps", "float"),
+    "backend": ("backend", "text"),
+    "benchmark duration (s)": ("duration_s", "float"),
+    "total input tokens": ("total_input_tokens", "int"),
+    "total generated tokens": ("total_output_tokens", "int"),
+    "request throughput (req/s)": ("request_throughput_rps", "float"),
+    "input token throughput (tok/s)": ("input_throughput_tps", "float"),
+    "output token throughput (tok/s)": ("output_throughput_tps", "float"),
+    "total token throughput (tok/s)": ("total_throughput_tps", "float"),
+    "total throughput (tok/s)": ("total_throughput_tps", "float"),
+    "peak output token throughput (tok/s)": ("peak_output_throughput_tps", "float"),
+    "peak concurrent requests": ("peak_concurrent_requests", "float"),
+    "concurrency": ("mean_concurrency", "float"),
+}
+_AIS_COMMON: dict[str, tuple[str, str]] = {
+    "benchmark duration": ("duration_s", "duration"),
+    "total requests": ("num_prompts", "int"),
+    "failed requests": ("failed_requests", "int"),
+    "success requests": ("successful_requests", "int"),
+    "concurrency": ("mean_concurrency", "float"),
+    "max concurrency": ("max_concurrency", "int"),
+    "request throughput": ("request_throughput_rps", "float"),
+    "total input tokens": ("total_input_tokens", "int"),
+    "total generated tokens": ("total_output_tokens", "int"),
+    "input token throughput": ("input_throughput_tps", "float"),
+    "output token throughput": ("output_throughput_tps", "float"),
+    "total token throughput": ("total_throughput_tps", "float"),
+}
+_AIS_STATS = {"average": "mean", "min": "min", "max": "max", "median": "median"}
+_JSON_FIELDS: dict[str, tuple[str, str]] = {
+    "completed": ("successful_requests", "int"),
+    "failed": ("failed_requests", "int"),
+    "num_failed": ("failed_requests", "int"),
+    "duration": ("duration_s", "float"),
+    "total_input_tokens": ("total_input_tokens", "int"),
+    "total_output_tokens": ("total_output_tokens", "int"),
+    "request_throughput": ("request_throughput_rps", "float"),
+    "input_throughput": ("input_throughput_tps", "float"),
+    "output_throughput": ("output_throughput_tps", "float"),
+    "total_token_throughput": ("total_throughput_tps", "float"),
+    "total_throughput": ("total_throughput_tps", "float"),
+    "max_output_tokens_per_s": ("peak_output_throughput_tps", "float"),
+    "max_concurrent_requests": ("peak_concurrent_requests", "float"),
+    "concurrency": ("mean_concurrency", "float"),
+    "model_id": ("model", "text"),
+    "model": ("model", "text"),
+    "backend": ("backend", "text"),
+    "dataset_name": ("dataset", "text"),
+    "request_rate": ("request_rate_rps", "float"),
+    "max_concurrency": ("max_concurrency", "int"),
+    "random_input_len": ("input_len", "int"),
+    "random_output_len": ("output_len", "int"),
+    "num_prompts": ("num_prompts", "int"),
+    "hardware": ("hardware", "text"),
+    "device": ("hardware", "text"),
+    "gpu": ("hardware", "text"),
+    "platform": ("platform", "text"),
+}
+# Namespace(...) / command-line arguments -> column
+_ARGS = {
+    "model": "model",
+    "served_model_name": "model",
+    "backend": "backend",
+    "dataset_name": "dataset",
+    "random_input_len": "input_len",
+    "random_input": "input_len",
+    "random_output_len": "output_len",
+    "random_output": "output_len",
+    "max_concurrency": "max_concurrency",
+    "request_rate": "request_rate_rps",
+    "num_prompts": "num_prompts",
+    "num_prompt": "num_prompts",
+}
+_KINDS = {
+    "input_len": "int",
+    "output_len": "int",
+    "max_concurrency": "int",
+    "num_prompts": "int",
+    "request_rate_rps": "float",
+}
+_NS_ARG = re.compile(r"\b(\w+)=('(?:[^'\\]|\\.)*'|\"[^\"]*\"|[^,()\s]+)")
+_CLI_ARG = re.compile(r"--([a-z][\w-]*)[= ]+(?!-)(\"[^\"]*\"|'[^']*'|\S+)")
+_PLATFORM_WORDS = {"npu": "ascend", "ascend": "ascend", "gpu": "cuda", "nvidia": "cuda", "cuda": "cuda"}
+_PLATFORM_HINTS = (
+    ("ascend", re.compile(r"\b(?:ascend|npu|torch_npu|vllm[-_]ascend|npu-smi)\b", re.I)),
+    ("cuda", re.compile(r"\b(?:cuda|nvidia|nvidia-smi)\b", re.I)),
+)
+
+
+class ServingBenchParser:
+    name = "serving_bench"
+    version = 1
+    platform = "ascend"  # unused: results create no run (they join the run of their folder, if any)
+    creates_run = False
+
+    def detect(self, probe: Probe) -> bool:
+        text = probe.text
+        if text.lstrip().startswith("{"):
+            return bool(_JSON_KEYS.search(text)) and '"total_input_tokens"' in text
+        return bool(
+            _HEADER.search(text)
+            or _AIS_TITLE.search(text)
+            or re.search(r"^\S*\s*[│|]\s*Performance Parameters\s*[│|]", text, re.M)
+        )
+
+    def parse(self, ctx: ParseContext) -> ParseResult:
+        text = _read(ctx)
+        if text.lstrip().startswith("{"):
+            rows = _json_rows(ctx.display, text)
+        else:
+            rows = _text_rows(ctx.display, text)
+        if not rows:
+            raise BadInputError(ctx.display, "no serving benchmark result found")
+        platform = _platform_hint(text)
+        next_id = int(
+            ctx.con.execute("SELECT coalesce(max(serving_id), 0) FROM serving_runs").fetchall()[0][0]
+        )
+        for i, row in enumerate(rows, 1):
+            stated = str(row.get("platform") or "").lower()
+            row["platform"] = _PLATFORM_WORDS.get(stated, stated or None) if stated else platform
+            row.update(run_id=ctx.run_id, file_id=ctx.file_id, serving_id=next_id + i, block_no=i)
+            latency = row.get("latency_ms") or {}
+            for stat in ("mean", "median", "p99"):
+                for metric in ("ttft", "tpot", "itl", "e2el"):
+                    row[f"{metric}_{stat}_ms"] = latency.get(metric, {}).get(stat)
+            row["latency_ms"] = json.dumps(latency)
+            row["fields"] = json.dumps(row.get("fields") or {}, ensure_ascii=False, default=str)
+            cols = list(row)
+            ctx.con.execute(
+                f"INSERT INTO serving_runs ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})",
+                [row[c] for c in cols],
+            ).fetchall()
+        result = ParseResult()
+        result.add("serving_runs", len(rows))
+        return result
+
+
+def _read(ctx: ParseContext) -> str:
+    data = ctx.path.read_bytes()
+    for encoding in ("utf-8-sig", "gb18030"):
+        try:
+            return data.decode(encoding)
+        except UnicodeDecodeError:
+            continue
+    raise BadInputError(ctx.display, "neither UTF-8 nor GB18030 text")
+
+
+def _platform_hint(text: str) -> str | None:
+    found = {name for name, pattern in _PLATFORM_HINTS if pattern.search(text)}
+    return found.pop() if len(found) == 1 else None
+
+
+# -- values ----------------------------------------------------------------------------------------------------
+def _value(display: str, line_no: int, label: str, raw: str, kind: str) -> Any:
+    text = raw.strip()
+    if kind == "text":
+        return text or None
+    if text.lower() in _NONE_VALUES:
+        return None
+    unit = ""
+    m = re.fullmatch(r"(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)\s*([A-Za-z/%]*)", text)
+    if not m:
+        raise BadInputError(display, f"line {line_no}: {label!r} has value {raw.strip()!r}, not a number")
+    number, unit = float(m.group(1)), m.group(2).lower()
+    if kind == "duration":  # AISBench prints durations with their unit; exact decimal scaling
+        return float(Decimal(m.group(1)) / 1000) if unit in ("ms", "") else number
+    if kind == "latency":
+        return float(Decimal(m.group(1)) * {"s": Decimal(1000), "us": Decimal("0.001")}.get(unit, Decimal(1)))
+    if kind == "int":
+        if number != int(number):
+            raise BadInputError(display, f"line {line_no}: {label!r} has value {text!r}, not a whole number")
+        return int(number)
+    return number
+
+
+# -- vLLM / SGLang text blocks ---------------------------------------------------------------------------------
+def _text_rows(display: str, text: str) -> list[dict[str, Any]]:
+    lines = text.splitlines()
+    rows: list[dict[str, Any]] = []
+    i, after_last = 0, 0
+    while i < len(lines):
+        line = lines[i]
+        if _HEADER.search(line):
+            row, end = _vllm_block(display, lines, i)
+            row.update({k: v for k, v in _preamble(lines[after_last:i]).items() if row.get(k) is None})
+        elif _AIS_TITLE.search(line) or _AIS_TABLE_HEAD.search(line.strip()):
+            row, end = _ais_block(display, lines, i)
+        else:
+            i += 1
+            continue
+        rows.append(row)
+        i = after_last = end + 1
+    return rows
+
+
+def _prefix_pattern(prefix: str) -> re.Pattern[str]:
+    """The header's prefix, with its digits generalised (a logging timestamp changes from line to line)."""
+    return re.compile("".join(r"\d" if ch.isdigit() else re.escape(ch) for ch in prefix))
+
+
+def _vllm_block(display: str, lines: list[str], start: int) -> tuple[dict[str, Any], int]:
+    header = lines[start]
+    prefix = _prefix_pattern(header[: _HEADER.search(header).start()])  # type: ignore[union-attr]
+    fields: dict[str, str] = {}
+    latency: dict[str, dict[str, float]] = {}
+    row: dict[str, Any] = {"line_no": start + 1, "tool": "vllm", "format": "text"}
+    for j in range(start + 1, len(lines)):
+        m = prefix.match(lines[j])
+        body = lines[j][m.end() :].strip() if m else None
+        where = f"line {j + 1}"
+        if body is None or _HEADER.search(lines[j]):
+            raise BadInputError(
+                display, f"{where}: result block of line {start + 1} ends without its closing line"
+            )
+        if re.fullmatch(r"={20,}", body):
+            return _finish_text(display, row, fields, latency, start), j
+        if re.fullmatch(r"-{3,}[^-].*?-{3,}", body):
+            continue  # section title
+        kv = re.fullmatch(r"([A-Za-z][^:]*?)\s*:\s*(.*)", body)
+        if not kv:
+            raise BadInputError(
+                display, f"{where}: {body[:60]!r} is not a 'label: value' row (garbled block?)"
+            )
+        label, raw = kv.group(1), kv.group(2)
+        if not raw:
+            raise BadInputError(display, f"{where}: {label!r} has no value (truncated block?)")
+        fields[label] = raw
+        key = " ".join(label.lower().split())
+        lat = _LAT_LABEL.match(key)
+        if lat:
+            metric = {"e2e latency": "e2el"}.get(lat.group(2), lat.group(2))
+            latency.setdefault(metric, {})[lat.group(1)] = _value(display, j + 1, label, raw, "float")
+        elif key in _TEXT_FIELDS:
+            col, kind = _TEXT_FIELDS[key]
+            row[col] = _value(display, j + 1, label, raw, kind)
+        if key in _SGLANG_LABELS:
+            row["tool"] = "sglang"
+    raise BadInputError(
+        display,
+        f"line {len(lines)}: result block of line {start + 1} ends without its closing line (truncated)",
+    )
+
+
+def _finish_text(
+    display: str,
+    row: dict[str, Any],
+    fields: dict[str, str],
+    latency: dict[str, dict[str, float]],
+    start: int,
+) -> dict[str, Any]:
+    for label in ("Successful requests", "Benchmark duration (s)"):
+        if label not in fields:
+            raise BadInputError(display, f"line {start + 1}: result block has no {label!r} row")
+    row["fields"], row["latency_ms"] = fields, latency
+    return row
+
+
+def _preamble(lines: list[str]) -> dict[str, Any]:
+    """Run settings printed before a block: Namespace(...), the command line, the load preamble."""
+    found: dict[str, Any] = {}
+    for line in lines[-400:]:
+        args: list[tuple[str, str]] = []
+        if "Namespace(" in line:
+            args = _NS_ARG.findall(line.split("Namespace(", 1)[1])
+        elif "bench" in line and "--" in line:
+            args = [(k.replace("-", "_"), v) for k, v in _CLI_ARG.findall(line)]
+        for key, raw in args:
+            col = _ARGS.get(key)
+            value = raw.strip("'\"")
+            if col and value not in ("None", ""):
+                kind = _KINDS.get(col, "text")
+                try:
+                    found[col] = _value("", 0, key, value, kind)
+                except BadInputError:
+                    continue
+        m = re.search(r"(?:Maximum request concurrency|Traffic request rate):\s*(\S+)", line)
+        if m:
+            col = "max_concurrency" if "concurrency" in line else "request_rate_rps"
+            with contextlib.suppress(BadInputError):
+                found[col] = _value("", 0, col, m.group(1), _KINDS[col])
+    return found
+
+
+# -- AISBench box tables -------------------------------------------------------------------------------------
+def _cells(line: str) -> list[str] | None:
+    body = line.strip()
+    if not body or body[0] not in "│|":
+        return None
+    return [c.strip() for c in re.split(r"[│|]", body.strip("│|"))]
+
+
+def _ais_tables(display: str, lines: list[str], start: int) -> tuple[list[list[list[str]]], int]:
+    """The box tables from ``start`` on: each a list of rows (header first); index of the last line used."""
+    tables: list[list[list[str]]] = []
+    j, last = start, start
+    while j < len(lines):
+        body = lines[j].strip()
+        if body.startswith(("╒", "┌", "+")) or (body and body[0] in "│|" and not tables):
+            rows: list[list[str]] = []
+            k = j if body[0] in "│|" else j + 1
+            while k < len(lines):
+                b = lines[k].strip()
+                cells = _cells(b)
+                if cells is not None:
+                    rows.append(cells)
+                elif b.startswith(("╘", "└")) or (b.startswith("+") and not _cells(_at(lines, k + 1))):
+                    break
+                elif not b.startswith(("╞", "├", "+", "╪")):
+                    raise BadInputError(display, f"line {k + 1}: AISBench table of line {j + 1} is cut short")
+                k += 1
+            else:
+                raise BadInputError(
+                    display, f"line {len(lines)}: AISBench table of line {j + 1} is not closed"
+                )
+            tables.append(rows)
+            j = last = k
+        elif (body and tables) or (not tables and j - start > 5):
+            break  # the tables are over, or no table follows the title
+        j += 1
+    if not tables:
+        raise BadInputError(display, f"line {start + 1}: AISBench result without its tables (truncated?)")
+    return tables, last
+
+
+def _at(lines: list[str], k: int) -> str:
+    return lines[k] if k < len(lines) else ""
+
+
+def _ais_block(display: str, lines: list[str], start: int) -> tuple[dict[str, Any], int]:
+    row: dict[str, Any] = {"line_no": start + 1, "tool": "aisbench", "format": "box_table"}
+    title = _AIS_TITLE.search(lines[start])
+    if title:
+        backend, _, dataset = title.group(1).partition("/")
+        row.update(backend=backend or None, dataset=dataset or None)
+    tables, end = _ais_tables(display, lines, start + (1 if title else 0))
+    fields: dict[str, str] = {}
+    latency: dict[str, dict[str, float]] = {}
+    kinds = [t[0][0].lower() if t and t[0] else "" for t in tables]
+    if "common metric" not in kinds:
+        raise BadInputError(
+            display, f"line {start + 1}: AISBench result has no 'Common Metric' table (truncated?)"
+        )
+    for table in tables:
+        header = [h.lower() for h in table[0]]
+        for cells in table[1:]:
+            if len(cells) != len(header):
+                raise BadInputError(
+                    display, f"line {start + 1}: AISBench row {cells[:1]} has {len(cells)} cells"
+                )
+            name, stage = cells[0], cells[1].lower()
+            key = name if stage == "total" else f"{name} [{stage}]"
+            fields[key] = " | ".join(cells[2:])
+            if stage != "total":
+                continue
+            if header[0] == "common metric" and name.lower() in _AIS_COMMON:
+                col, kind = _AIS_COMMON[name.lower()]
+                row[col] = _value(display, start + 1, name, cells[2], kind)
+            elif header[0] == "performance parameters" and name.upper() in ("TTFT", "TPOT", "ITL", "E2EL"):
+                stats = latency.setdefault(name.lower(), {})
+                for h, cell in zip(header[2:], cells[2:], strict=True):
+                    stat = _AIS_STATS.get(h, h if re.fullmatch(r"p\d+(?:\.\d+)?", h) else None)
+                    if stat:
+                        stats[stat] = _value(display, start + 1, name, cell, "latency")
+    for col in ("successful_requests", "duration_s"):
+        if row.get(col) is None:
+            raise BadInputError(display, f"line {start + 1}: AISBench result lacks {col}")
+    row["fields"], row["latency_ms"] = fields, latency
+    return row, end
+
+
+# -- JSON (--save-result) / JSONL (--output-file) -------------------------------------------------------------
+def _json_rows(display: str, text: str) -> list[dict[str, Any]]:
+    try:
+        objects = [json.loads(text)]
+    except json.JSONDecodeError as exc:
+        objects = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                objects.append(json.loads(line))
+            except json.JSONDecodeError:
+                raise BadInputError(display, f"line {n}: not valid JSON ({exc.msg}; truncated?)") from None
+    rows = []
+    for n, obj in enumerate(objects, 1):
+        if not isinstance(obj, dict) or "completed" not in obj or "duration" not in obj:
+            raise BadInputError(display, f"result {n}: not a benchmark result (no 'completed' / 'duration')")
+        row: dict[str, Any] = {"line_no": n, "tool": "sglang" if "mean_e2e_latency_ms" in obj else "vllm"}
+        row["format"] = "json"
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        latency: dict[str, dict[str, float]] = {}
+        for key, value in {**meta, **obj}.items():
+            lat = _LAT_KEY.match(key)
+            if lat and isinstance(value, int | float):
+                metric = {"e2e_latency": "e2el"}.get(lat.group(2), lat.group(2))
+                latency.setdefault(metric, {})[lat.group(1)] = float(value)
+            elif key in _JSON_FIELDS and value is not None and not isinstance(value, list | dict):
+                col, kind = _JSON_FIELDS[key]
+                row[col] = _value(display, n, key, str(value), kind)
+        if row.get("failed_requests") is None and isinstance(obj.get("errors"), list):
+            row["failed_requests"] = sum(1 for e in obj["errors"] if e)
+        row["latency_ms"] = latency
+        row["fields"] = {k: v for k, v in obj.items() if not isinstance(v, list | dict)}
+        rows.append(row)
+    return rows
+
+
+PARSER = ServingBenchParser()
