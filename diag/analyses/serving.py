@@ -1,0 +1,430 @@
+"""Serving acceptance: each serving-benchmark run judged on TTFT, TPOT, throughput under load, failed requests
+and peak device memory, against ``diag/rules/serving_thresholds.toml``; and CUDA vs Ascend side by side.
+
+**Deployment linking.** A serving result and a profile run belong to the same deployment when the result file
+lies in the run's own folder (``rank0_ascend_pt/bench.txt``: ``serving_runs.run_id``), or in the folder that
+holds the run — the folder of the ``*_ascend_pt`` folders, or of a CUDA trace/export file
+(``deploy/bench.txt`` beside ``deploy/rank0_ascend_pt/`` or ``deploy/h100.pt.trace.json``). The folder is
+compared as resolved on disk when the ingest recorded it (``files.scope`` against ``jobs.job_key``), else as
+the paths were given to ``diag ingest``.  A caller may also name the profile explicitly (``profile_run``).
+
+Platform, hardware and device memory: as stated in the file, else from the device table of the rules matched
+against the file's path (``…/ascend_910b3_…txt``), else from a linked profile (its platform, device name).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from diag.store import RULES_DIR, Store, q
+
+THRESHOLDS_PATH = RULES_DIR / "serving_thresholds.toml"
+METRICS = ("ttft", "tpot", "itl", "e2el")
+STATS = ("mean", "median", "p99")
+GIB = 1 << 30
+# (column, unit, better) of the side-by-side comparison
+COMPARED: tuple[tuple[str, str, str], ...] = (
+    ("output_throughput_tps", "tok/s", "higher"),
+    ("total_throughput_tps", "tok/s", "higher"),
+    ("request_throughput_rps", "req/s", "higher"),
+    ("peak_output_throughput_tps", "tok/s", "higher"),
+    *((f"{m}_{s}_ms", "ms", "lower") for m in METRICS for s in STATS),
+)
+
+
+def thresholds_path(path: str | Path | None = None) -> Path:
+    return Path(path or os.environ.get("DIAG_SERVING_THRESHOLDS") or THRESHOLDS_PATH)
+
+
+def load_thresholds(path: str | Path | None = None) -> dict[str, Any]:
+    with open(thresholds_path(path), "rb") as fh:
+        rules = tomllib.load(fh)
+    rules["_path"] = str(thresholds_path(path))
+    return rules
+
+
+def _cursor(con: duckdb.DuckDBPyConnection | Store) -> duckdb.DuckDBPyConnection:
+    return con.cursor() if isinstance(con, Store) else con
+
+
+# -- devices and platforms -----------------------------------------------------------------------------------
+def _word(pattern: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![a-z0-9])(?:\d+x)?(?:{pattern})(?![a-z0-9])")
+
+
+def match_devices(text: str | None, rules: dict[str, Any]) -> list[dict[str, Any]]:
+    """Devices of the rules' table named in ``text`` (distinct names, table order)."""
+    if not text:
+        return []
+    low, found = text.lower(), []
+    for dev in rules.get("devices", []):
+        if _word(dev["pattern"]).search(low) and dev["name"] not in [d["name"] for d in found]:
+            found.append(dev)
+    return found
+
+
+def _platform_of(text: str, rules: dict[str, Any]) -> str | None:
+    hits = {p["platform"] for p in rules.get("platforms", []) if _word(p["pattern"]).search(text.lower())}
+    return hits.pop() if len(hits) == 1 else None
+
+
+def _resolve_hardware(row: dict[str, Any], linked: list[dict[str, Any]], rules: dict[str, Any]) -> None:
+    """Fill platform, hardware, hardware_from and capacity_gib (None when ambiguous or unknown)."""
+    path_text = "/".join(re.split(r"[/\\!]", row["file"])[-3:])
+    sources = [("file", row.get("hardware")), ("path", path_text)]
+    sources += [("profile", r.get("device_name")) for r in linked]
+    for origin, text in sources:
+        devices = match_devices(text, rules)
+        if devices:
+            row["hardware"] = row.get("hardware") or " or ".join(d["name"] for d in devices)
+            row["hardware_from"] = origin
+            row["capacity_gib"] = devices[0]["memory_gib"] if len(devices) == 1 else None
+            platforms = {d["platform"] for d in devices}
+            row["platform"] = row.get("platform") or (platforms.pop() if len(platforms) == 1 else None)
+            break
+    else:
+        row.setdefault("hardware_from", "file" if row.get("hardware") else None)
+        row.setdefault("capacity_gib", None)
+    if not row.get("platform"):
+        linked_platforms = {r["platform"] for r in linked}
+        row["platform"] = _platform_of(path_text, rules) or (
+            linked_platforms.pop() if len(linked_platforms) == 1 else None
+        )
+    override = float(rules.get("memory", {}).get("capacity_gib") or 0)
+    if override > 0:
+        row["capacity_gib"], row["capacity_from"] = override, "thresholds"
+    else:
+        row["capacity_from"] = row["hardware_from"] if row["capacity_gib"] else None
+
+
+# -- loading ---------------------------------------------------------------------------------------------------
+def _profile_runs(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    cols = ("run_id", "source", "platform", "device_name", "job_key")
+    rows = q(
+        con,
+        "SELECT r.run_id, r.source, r.platform, r.device_name, j.job_key "
+        "FROM runs r LEFT JOIN jobs j USING (job_id) ORDER BY r.run_id",
+    )
+    return [dict(zip(cols, r, strict=True)) for r in rows]
+
+
+def _folder(display: str | None) -> str:
+    return posixpath.dirname((display or "").replace("\\", "/"))
+
+
+def links(serving: dict[str, Any], runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The profile runs of the same deployment as one serving run (see the module doc)."""
+    scope, folder = serving.get("scope") or "", _folder(serving["file"])
+    return [
+        r
+        for r in runs
+        if r["run_id"] == serving.get("run_id")
+        or (scope.startswith("path:") and scope == r["job_key"])
+        or (folder and folder == _folder(r["source"]))
+    ]
+
+
+def serving_runs(
+    con: duckdb.DuckDBPyConnection | Store,
+    rules: dict[str, Any] | None = None,
+    profile_run: int | None = None,
+) -> list[dict[str, Any]]:
+    """Every serving run with its file, workload means, resolved hardware and linked profile runs."""
+    cur, rules = _cursor(con), rules or load_thresholds()
+    cur.execute(
+        "SELECT s.*, f.source AS file, f.scope FROM serving_runs s JOIN files f USING (file_id) "
+        "ORDER BY s.serving_id"
+    )
+    names = [d[0] for d in cur.description]
+    rows = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+    runs = _profile_runs(cur)
+    for row in rows:
+        for key in ("latency_ms", "fields"):
+            row[key] = json.loads(row[key]) if isinstance(row[key], str) else row[key]
+        done = row["successful_requests"] or 0
+        row["input_tokens_mean"] = (
+            row["total_input_tokens"] / done if done and row["total_input_tokens"] else None
+        )
+        row["output_tokens_mean"] = (
+            row["total_output_tokens"] / done if done and row["total_output_tokens"] else None
+        )
+        row["load"] = (
+            row["max_concurrency"] if row["max_concurrency"] is not None else row["request_rate_rps"]
+        )
+        row["label"] = f"{posixpath.basename(row['file'].replace(chr(92), '/'))}#{row['block_no']}"
+        linked = [r for r in runs if r["run_id"] == profile_run] if profile_run else links(row, runs)
+        row["linked_runs"] = [r["run_id"] for r in linked]
+        _resolve_hardware(row, linked, rules)
+        row.pop("scope", None)
+    return rows
+
+
+def peak_memory(con: duckdb.DuckDBPyConnection | Store, run_ids: list[int]) -> dict[str, Any] | None:
+    """Peak device memory of profile runs from memory_record (APP, else PTA+GE, else any component)."""
+    if not run_ids:
+        return None
+    rows = q(
+        _cursor(con),
+        "SELECT run_id, component, max(greatest(coalesce(reserved_bytes, 0), coalesce(allocated_bytes, 0))) "
+        "FROM memory WHERE source = 'memory_record' AND list_contains(?, run_id) GROUP BY 1, 2",
+        [run_ids],
+    )
+    best: dict[str, Any] | None = None
+    for component in ("APP", "PTA+GE", None):
+        cands = [r for r in rows if component is None or r[1] == component]
+        if cands:
+            run_id, comp, peak = max(cands, key=lambda r: r[2])
+            best = {"run_id": int(run_id), "component": comp, "peak_bytes": int(peak)}
+            break
+    return best
+
+
+# -- acceptance --------------------------------------------------------------------------------------------------
+def _check(
+    figure: str, value: float | None, threshold: float | None, unit: str, **extra: Any
+) -> dict[str, Any]:
+    """An 'at most' limit (or 'at least' with higher=True): verdict and margin (positive = headroom)."""
+    higher = extra.pop("higher", False)
+    out = {"figure": figure, "value": value, "threshold": threshold, "unit": unit, **extra}
+    if value is None or not threshold:
+        out.update(verdict="n/a", margin=None, margin_pct=None)
+        out.setdefault("detail", "no figure" if value is None else "no threshold set")
+        return out
+    margin = (value - threshold) if higher else (threshold - value)
+    out.update(verdict="pass" if margin >= 0 else "fail", margin=margin, margin_pct=100 * margin / threshold)
+    return out
+
+
+def _latency_check(row: dict[str, Any], metric: str, rules: dict[str, Any], limit_ms: float | None) -> dict:
+    cfg = rules.get(metric, {})
+    stat = cfg.get("statistic", "p99")
+    value = row.get(f"{metric}_{stat}_ms")
+    detail = None
+    if metric == "ttft" and limit_ms is None:
+        long_min = cfg.get("long_context_min_input_tokens", 8192)
+        is_long = (row["input_tokens_mean"] or 0) >= long_min
+        limit_ms = cfg.get("long_context_max_ms" if is_long else "chat_max_ms")
+        detail = (
+            f"{'long context' if is_long else 'chat'}: mean input {row['input_tokens_mean'] or 0:.0f} tokens"
+        )
+    elif limit_ms is None:
+        limit_ms = cfg.get("max_ms")
+    return _check(metric, value, limit_ms, "ms", statistic=stat, **({"detail": detail} if detail else {}))
+
+
+def _similar(a: float | None, b: float | None, tol_pct: float) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return abs(a - b) <= tol_pct / 100 * max(abs(a), abs(b), 1e-9)
+
+
+def _throughput_check(row: dict[str, Any], rows: list[dict[str, Any]], rules: dict[str, Any]) -> dict:
+    cfg = rules.get("throughput", {})
+    tol, drop = cfg.get("workload_tolerance_pct", 10.0), cfg.get("max_drop_pct", 10.0)
+    peers = [
+        r
+        for r in rows
+        if r["load"] is not None
+        and row["load"] is not None
+        and r["load"] < row["load"]
+        and _folder(r["file"]) == _folder(row["file"])
+        and (r["model"], r["hardware"], r["dataset"]) == (row["model"], row["hardware"], row["dataset"])
+        and _similar(r["input_tokens_mean"], row["input_tokens_mean"], tol)
+        and _similar(r["output_tokens_mean"], row["output_tokens_mean"], tol)
+        and r["output_throughput_tps"] is not None
+    ]
+    if not peers:
+        return _check(
+            "throughput", row["output_throughput_tps"], None, "tok/s", detail="no run at a lower load"
+        )
+    best = max(peers, key=lambda r: r["output_throughput_tps"])
+    threshold = (1 - drop / 100) * best["output_throughput_tps"]
+    detail = f"best at lower load: serving {best['serving_id']} (load {best['load']:g}), {best['output_throughput_tps']:g} tok/s"
+    return _check("throughput", row["output_throughput_tps"], threshold, "tok/s", higher=True, detail=detail)
+
+
+def _failed_check(row: dict[str, Any], rules: dict[str, Any]) -> dict:
+    failed, done = row["failed_requests"], row["successful_requests"] or 0
+    limit = float(rules.get("requests", {}).get("max_failed_pct", 0.0))
+    if failed is None:
+        return _check("failed_requests", None, limit, "%", detail="not printed by this tool version")
+    pct = 100 * failed / max(failed + done, 1)
+    out = {"figure": "failed_requests", "value": pct, "threshold": limit, "unit": "%", "margin": limit - pct}
+    out.update(
+        verdict="pass" if pct <= limit else "fail", margin_pct=None, detail=f"{failed} of {failed + done}"
+    )
+    return out
+
+
+def _memory_check(con: duckdb.DuckDBPyConnection, row: dict[str, Any], rules: dict[str, Any]) -> dict:
+    limit = float(rules.get("memory", {}).get("max_used_pct", 90.0))
+    peak = peak_memory(con, row["linked_runs"])
+    if peak is None:
+        return _check("memory", None, limit, "%", detail="no profile of this deployment with memory records")
+    if not row["capacity_gib"]:
+        return _check(
+            "memory", None, limit, "%", detail="device capacity unknown (set memory.capacity_gib)", peak=peak
+        )
+    used = 100 * peak["peak_bytes"] / (row["capacity_gib"] * GIB)
+    detail = f"{peak['peak_bytes'] / GIB:.2f} GiB ({peak['component']}, run {peak['run_id']}) of {row['capacity_gib']:g} GiB"
+    return _check("memory", used, limit, "%", detail=detail, peak=peak)
+
+
+def accept(
+    con: duckdb.DuckDBPyConnection | Store,
+    rules: dict[str, Any] | None = None,
+    serving_ids: list[int] | None = None,
+    profile_run: int | None = None,
+    ttft_ms: float | None = None,
+    tpot_ms: float | None = None,
+) -> list[dict[str, Any]]:
+    """Each serving run with ``checks`` (figure, value, threshold, verdict, margin…) and an overall verdict."""
+    cur, rules = _cursor(con), rules or load_thresholds()
+    rows = serving_runs(cur, rules, profile_run)
+    out = []
+    for row in rows:
+        if serving_ids and row["serving_id"] not in serving_ids:
+            continue
+        checks = [
+            _latency_check(row, "ttft", rules, ttft_ms),
+            _latency_check(row, "tpot", rules, tpot_ms),
+            _throughput_check(row, rows, rules),
+            _failed_check(row, rules),
+            _memory_check(cur, row, rules),
+        ]
+        verdicts = {c["verdict"] for c in checks}
+        row["verdict"] = "fail" if "fail" in verdicts else "pass" if "pass" in verdicts else "n/a"
+        row["checks"] = checks
+        out.append(row)
+    return out
+
+
+def serving_for_runs(
+    con: duckdb.DuckDBPyConnection | Store, run_ids: list[int], rules: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """The judged serving runs of the same deployment as any of these profile runs (postmortem, compare)."""
+    wanted = set(run_ids)
+    return [r for r in accept(con, rules) if wanted & set(r["linked_runs"])]
+
+
+# -- CUDA vs Ascend --------------------------------------------------------------------------------------------
+def _workload_warnings(a: dict[str, Any], b: dict[str, Any], tol: float) -> list[str]:
+    warnings = []
+    for key, what in (("model", "model"), ("dataset", "dataset")):
+        if a[key] is None and b[key] is None:
+            warnings.append(f"{what} not stated in either result: check that both ran the same {what}")
+        elif a[key] != b[key]:
+            warnings.append(f"{what} differs: {a[key] or 'not stated'} vs {b[key] or 'not stated'}")
+    for key, what in (("input_tokens_mean", "input"), ("output_tokens_mean", "output")):
+        if not _similar(a[key], b[key], tol):
+            fa, fb = (f"{x:.0f}" if x is not None else "?" for x in (a[key], b[key]))
+            warnings.append(f"mean {what} tokens per request differ: {fa} vs {fb}")
+    for key, what in (("max_concurrency", "max concurrency"), ("request_rate_rps", "request rate")):
+        if a[key] != b[key]:
+            warnings.append(
+                f"{what} differs: {a[key] if a[key] is not None else 'unlimited/not stated'} vs "
+                f"{b[key] if b[key] is not None else 'unlimited/not stated'}"
+            )
+    if a["platform"] and a["platform"] == b["platform"]:
+        warnings.append(f"both runs are {a['platform']}: not a CUDA vs Ascend comparison")
+    elif not (a["platform"] and b["platform"]):
+        warnings.append("platform not known for both runs")
+    return warnings
+
+
+def compare_serving(
+    con: duckdb.DuckDBPyConnection | Store,
+    serving_a: int,
+    serving_b: int,
+    rules: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A against B (B the baseline, typically CUDA): per figure both values, A/B and the gap; warnings."""
+    rules = rules or load_thresholds()
+    by_id = {r["serving_id"]: r for r in serving_runs(con, rules)}
+    missing = [i for i in (serving_a, serving_b) if i not in by_id]
+    if missing:
+        raise KeyError(f"no serving run {missing[0]}")
+    a, b = by_id[serving_a], by_id[serving_b]
+    cfg = rules.get("compare", {})
+    gap, tol = cfg.get("gap_pct", 5.0), cfg.get("workload_tolerance_pct", 10.0)
+    figures, headline = [], []
+    for col, unit, better in COMPARED:
+        va, vb = a.get(col), b.get(col)
+        ratio = va / vb if va is not None and vb else None
+        gap_pct = None if ratio is None else 100 * (ratio - 1)
+        worse = gap_pct is not None and (gap_pct < -gap if better == "higher" else gap_pct > gap)
+        figures.append(
+            {
+                "figure": col,
+                "unit": unit,
+                "better": better,
+                "a": va,
+                "b": vb,
+                "ratio": ratio,
+                "gap_pct": gap_pct,
+                "worse": worse,
+            }
+        )
+        if worse and col in (
+            "output_throughput_tps",
+            "ttft_p99_ms",
+            "tpot_p99_ms",
+            "ttft_mean_ms",
+            "tpot_mean_ms",
+        ):
+            name = (
+                col.removesuffix("_ms")
+                .replace("_", " ")
+                .upper()
+                .replace("MEAN", "mean")
+                .replace("P99", "p99")
+            )
+            headline.append(
+                f"A reaches {100 * ratio:.0f}% of B's output throughput"
+                if better == "higher"
+                else f"{name}: A {gap_pct:+.0f}% against B"
+            )
+    keep = (
+        "serving_id",
+        "label",
+        "file",
+        "platform",
+        "hardware",
+        "model",
+        "dataset",
+        "tool",
+        "max_concurrency",
+        "request_rate_rps",
+        "input_tokens_mean",
+        "output_tokens_mean",
+        "successful_requests",
+        "linked_runs",
+    )
+    return {
+        "a": {k: a[k] for k in keep},
+        "b": {k: b[k] for k in keep},
+        "figures": figures,
+        "headline": headline,
+        "warnings": _workload_warnings(a, b, tol),
+    }
+
+
+def serving_comparison_for_runs(
+    con: duckdb.DuckDBPyConnection | Store, run_a: int, run_b: int, rules: dict[str, Any] | None = None
+) -> dict[str, Any] | None:
+    """Serving figures beside a profile comparison: the first serving run linked to each profile run, or None."""
+    rules = rules or load_thresholds()
+    rows = serving_runs(con, rules)
+    side_a = [r for r in rows if run_a in r["linked_runs"]]
+    side_b = [r for r in rows if run_b in r["linked_runs"]]
+    if not side_a or not side_b:
+        return None
+    return compare_serving(con, side_a[0]["serving_id"], side_b[0]["serving_id"], rules)
