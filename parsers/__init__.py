@@ -14,11 +14,13 @@ from parsers import (
     ascend_op_statistic,
     ascend_operator_details,
     ascend_operator_memory,
+    ascend_profiler_db,
     ascend_profiler_info,
     ascend_step_trace_time,
     ascend_trace_view,
     cann_log,
     kineto_trace,
+    msprof_analysis_db,
     ncu_csv,
     nsight_report,
     nsys_sqlite,
@@ -42,6 +44,8 @@ PARSERS: tuple[Parser, ...] = (
     ascend_op_statistic.PARSER,
     ascend_api_statistic.PARSER,
     ascend_l2_cache.PARSER,
+    ascend_profiler_db.PARSER,  # SQLite magic + STRING_IDS and TASK / CANN_API / PYTORCH_API
+    msprof_analysis_db.PARSER,  # SQLite magic + StepTraceTime / CommAnalyzer* (torch_npu analysis.db)
     nsys_sqlite.PARSER,  # CUDA: SQLite magic + nsys tables
     kineto_trace.PARSER,  # a JSON object with traceEvents (plain or .gz); Ascend traces are bare arrays
     nsys_stats_csv.PARSER,
