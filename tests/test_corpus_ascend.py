@@ -17,8 +17,6 @@ pytestmark = pytest.mark.corpus
 # Files in the corpus that diag does not read yet, each for a stated reason (later issues).
 EXPECTED_SKIPS = {
     "PROVENANCE.md": "documentation",
-    "analysis.db": "torch_npu db export (issue 7)",
-    "ascend_pytorch_profiler_0.db": "torch_npu db export (issue 7)",
     "cluster_step_trace_time.csv": "msprof-analyze cluster output (issue 7)",
     "cluster_communication.json": "msprof-analyze cluster output (issue 7)",
     "cluster_communication_matrix.json": "msprof-analyze cluster output (issue 7)",
@@ -59,7 +57,7 @@ def test_every_file_ingests_or_is_skipped_for_a_stated_reason(ingested):
         "line 17" in partial[0]["message"]
         and "Expected Number of Columns: 32 Found: 31" in partial[0]["message"]
     )
-    assert info["payload"]["summary"]["ok"] == 98
+    assert info["payload"]["summary"]["ok"] == 108  # 98 text files + 10 db files (tests/test_ascend_db.py)
 
 
 def _traces(corpus: Path) -> list[Path]:
@@ -217,6 +215,6 @@ def test_ingest_twice_is_idempotent(ingested):
     }
     code, payload = cli_json("ingest", str(info["corpus"]), "--db", str(db))
     assert code == 0
-    assert payload["summary"]["unchanged"] == 99 and payload["summary"]["ok"] == 0
+    assert payload["summary"]["unchanged"] == 109 and payload["summary"]["ok"] == 0
     after = {t: query(db, f"SELECT count(*) FROM {t}")[0][0] for t in before}
     assert after == before
