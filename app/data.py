@@ -16,6 +16,7 @@ import streamlit as st
 from diag.analyses import compare as compare_analysis
 from diag.analyses import cpu_fallback, log_diagnosis, stall_breakdown
 from diag.analyses import findings as findings_analysis
+from diag.analyses import serving as serving_analysis
 from diag.analyses import timeline as tl_analysis
 from diag.analyses.runs import list_runs
 from diag.ingest import FileOutcome
@@ -120,3 +121,49 @@ def ingest(uploads: list[Upload], on_file_done: Callable[[FileOutcome], None] | 
 def delete_run(run_id: int) -> None:
     with _write_lock():
         store().delete_run(run_id)
+
+
+def _serving_rules_stamp() -> str:
+    """Part of the cache key of serving results: editing the thresholds file changes the verdicts."""
+    path = serving_analysis.thresholds_path()
+    return f"{path}:{path.stat().st_mtime_ns}" if path.exists() else str(path)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _serving_acceptance(fp: str, rules_stamp: str) -> list[dict]:
+    return serving_analysis.accept(store().cursor())
+
+
+def serving_acceptance(fp: str) -> list[dict]:
+    """Every serving run judged against diag/rules/serving_thresholds.toml (checks, verdict, margins)."""
+    return _serving_acceptance(fp, _serving_rules_stamp())
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _serving_comparison(fp: str, rules_stamp: str, serving_a: int, serving_b: int) -> dict:
+    return serving_analysis.compare_serving(store().cursor(), serving_a, serving_b)
+
+
+def serving_comparison(fp: str, serving_a: int, serving_b: int) -> dict:
+    """Serving run A against B (the baseline): figures side by side with ratios, gaps and warnings."""
+    return _serving_comparison(fp, _serving_rules_stamp(), serving_a, serving_b)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _serving_for_runs(fp: str, rules_stamp: str, run_ids: tuple[int, ...]) -> list[dict]:
+    return serving_analysis.serving_for_runs(store().cursor(), list(run_ids))
+
+
+def serving_for_runs(fp: str, run_ids: tuple[int, ...]) -> list[dict]:
+    """The judged serving runs of the same deployment as these profile runs (postmortem / compare pages)."""
+    return _serving_for_runs(fp, _serving_rules_stamp(), tuple(run_ids))
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _serving_comparison_for_runs(fp: str, rules_stamp: str, run_a: int, run_b: int) -> dict | None:
+    return serving_analysis.serving_comparison_for_runs(store().cursor(), run_a, run_b)
+
+
+def serving_comparison_for_runs(fp: str, run_a: int, run_b: int) -> dict | None:
+    """Serving figures of profile run A's deployment against run B's, or None when either has none."""
+    return _serving_comparison_for_runs(fp, _serving_rules_stamp(), run_a, run_b)

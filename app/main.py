@@ -27,6 +27,7 @@ PAGES = [
     st.Page("app_pages/07_logs.py", title="Logs", icon=":material/article:"),
     st.Page("app_pages/08_compare.py", title="Ascend vs CUDA", icon=":material/compare_arrows:"),
     st.Page("app_pages/09_postmortem.py", title="Postmortem", icon=":material/description:"),
+    st.Page("app_pages/10_serving.py", title="Serving acceptance", icon=":material/speed:"),
 ]
 
 page = st.navigation(PAGES)

@@ -1,0 +1,128 @@
+"""Serving acceptance: each benchmark run judged on TTFT, TPOT, throughput, failed requests and memory; CUDA vs Ascend."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from app import data
+
+BADGE = {"pass": ":green-badge[pass]", "fail": ":red-badge[fail]", "n/a": ":gray-badge[n/a]"}
+
+
+def _r(value: float | None, digits: int = 2) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _summary(rows: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {
+                "id": r["serving_id"],
+                "result": r["label"],
+                "platform": r["platform"],
+                "hardware": r["hardware"],
+                "model": r["model"],
+                "load": r["load"],
+                "in tok/req": _r(r["input_tokens_mean"], 0),
+                "out tok/req": _r(r["output_tokens_mean"], 0),
+                "requests": r["successful_requests"],
+                "TTFT p99 ms": r["ttft_p99_ms"],
+                "TPOT p99 ms": r["tpot_p99_ms"],
+                "out tok/s": r["output_throughput_tps"],
+                "verdict": r["verdict"],
+            }
+            for r in rows
+        ]
+    )
+
+
+def _checks(row: dict) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {
+                "figure": c["figure"],
+                "statistic": c.get("statistic"),
+                "value": _r(c["value"]),
+                "limit": _r(c["threshold"]) if c["threshold"] else None,
+                "unit": c["unit"],
+                "verdict": c["verdict"],
+                "margin": _r(c["margin"]),
+                "margin %": _r(c["margin_pct"], 1),
+                "basis": c.get("detail"),
+            }
+            for c in row["checks"]
+        ]
+    )
+
+
+st.title("Serving acceptance")
+fp = data.fingerprint()
+rows = data.serving_acceptance(fp)
+if not rows:
+    st.info(
+        "No serving benchmark results yet: upload a vLLM / SGLang result block, AISBench output or a "
+        "--save-result JSON on the Upload page."
+    )
+    st.stop()
+st.caption(
+    "Limits from diag/rules/serving_thresholds.toml (edit it to change the verdicts). Margin: how far a figure "
+    "is inside its limit (negative: over it)."
+)
+m = st.columns(3)
+m[0].metric("serving runs", len(rows))
+m[1].metric("pass", sum(r["verdict"] == "pass" for r in rows))
+m[2].metric("fail", sum(r["verdict"] == "fail" for r in rows))
+st.dataframe(_summary(rows), hide_index=True, width="stretch")
+for r in rows:
+    with st.expander(f"{r['serving_id']} · {r['label']} — {r['verdict']}", expanded=r["verdict"] == "fail"):
+        st.markdown(
+            f"{BADGE[r['verdict']]} {r['tool']} · {r['platform'] or 'platform ?'} · {r['hardware'] or 'hardware ?'}"
+            + (f" (from the {r['hardware_from']})" if r["hardware_from"] else "")
+            + (f" · profile run(s) {', '.join(map(str, r['linked_runs']))}" if r["linked_runs"] else "")
+        )
+        st.dataframe(_checks(r), hide_index=True, width="stretch")
+
+st.subheader("CUDA vs Ascend")
+if len(rows) < 2:
+    st.info("Ingest a second serving result (the other platform) to compare.")
+    st.stop()
+ids = [r["serving_id"] for r in rows]
+names = {r["serving_id"]: f"{r['serving_id']} · {r['label']} · {r['platform'] or '?'}" for r in rows}
+ascend = [r["serving_id"] for r in rows if r["platform"] == "ascend"]
+cuda = [r["serving_id"] for r in rows if r["platform"] == "cuda"]
+c1, c2 = st.columns(2)
+a = c1.selectbox(
+    "A (under study)", ids, index=ids.index(ascend[0]) if ascend else 0, format_func=names.get, key="srv_a"
+)
+b = c2.selectbox(
+    "B (baseline)", ids, index=ids.index(cuda[0]) if cuda else 1, format_func=names.get, key="srv_b"
+)
+if a == b:
+    st.warning("Pick two different serving runs.")
+    st.stop()
+cmp = data.serving_comparison(fp, a, b)
+for w in cmp["warnings"]:
+    st.warning(w)
+for line in cmp["headline"]:
+    st.error(line)
+st.dataframe(
+    pd.DataFrame(
+        [
+            {
+                "figure": f["figure"],
+                "unit": f["unit"],
+                "better": f["better"],
+                "A": f["a"],
+                "B": f["b"],
+                "A/B": _r(f["ratio"], 3),
+                "gap %": _r(f["gap_pct"], 1),
+                "worse": "yes" if f["worse"] else "",
+            }
+            for f in cmp["figures"]
+            if f["a"] is not None or f["b"] is not None
+        ]
+    ),
+    hide_index=True,
+    width="stretch",
+)
