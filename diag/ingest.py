@@ -8,11 +8,16 @@ the old rows in the same transaction; a failure stores nothing and alters nothin
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
+import random
 import re
 import shutil
 import tempfile
+import threading
+import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +31,7 @@ from diag.store import Store, default_memory_limit, ingest_memory_limit, q
 from parsers import ParseContext, Probe, detect
 from parsers._io import one_line
 
+_CONFLICT_RETRIES = 5
 DEFAULT_MAX_FILE_BYTES = int(os.environ.get("DIAG_MAX_FILE_BYTES", str(8 << 30)))
 # Names the exporters give their outputs: such a file that no parser recognises is an error, not a skip.
 _EXPORT_NAMES = re.compile(
@@ -111,17 +117,98 @@ class Ingestor:
     def ingest(self, paths: Iterable[str | Path]) -> IngestSummary:
         return self.run(*self.collect(paths))
 
-    def run(self, candidates: list[Candidate], refused: list[FileOutcome]) -> IngestSummary:
-        """Ingest collected files in order, reporting each outcome (refused inputs first)."""
+    def run(self, candidates: list[Candidate], refused: list[FileOutcome], jobs: int = 1) -> IngestSummary:
+        """Ingest collected files, reporting each outcome (refused inputs first).
+
+        ``jobs`` > 1 ingests that many runs at once (see ``_run_parallel``); outcomes keep the input order.
+        """
         summary = IngestSummary(files=list(refused))
         for outcome in refused:
             self._done(outcome)
+        if jobs > 1 and len(candidates) > 1:
+            summary.files.extend(self._run_parallel(candidates, jobs))
+            return summary
         for cand in candidates:
             with self.around_file(cand) if self.around_file else contextlib.nullcontext():
                 outcome = self.ingest_one(cand)
             summary.files.append(outcome)
             self._done(outcome)
         return summary
+
+    def _run_parallel(self, candidates: list[Candidate], jobs: int) -> list[FileOutcome]:
+        """Runs in parallel, each run's files in order on one worker.
+
+        Workers are threads, each with its own connection (its own transactions) to the one database: DuckDB
+        allows a single writing process per file but many concurrent transactions inside it, and the heavy
+        parts — DuckDB's readers and inserts, Polars' log parsing — release the GIL.  Keeping a run's files
+        on one worker keeps the cross-file steps of a run (a trace replacing kernel_details stand-ins, metadata
+        updating the run) as ordered as in a serial ingest; jobs are created up front so that two workers
+        never race to create the same one.  Largest runs start first, so the slowest run does not start last.
+        """
+        groups: dict[str, list[int]] = {}
+        for i, cand in enumerate(candidates):
+            groups.setdefault(run_key_of(cand), []).append(i)
+        order = sorted(groups.values(), key=lambda idx: -sum(candidates[i].path.stat().st_size for i in idx))
+        created_jobs = self._create_jobs(candidates)
+        outcomes: list[FileOutcome | None] = [None] * len(candidates)
+        local = threading.local()
+        done_lock = threading.Lock()
+        workers: list[Ingestor] = []
+
+        def worker() -> Ingestor:
+            if not hasattr(local, "ingestor"):
+                clone = copy.copy(self)
+                clone.store = self.store.sibling()
+                local.ingestor = clone
+                with done_lock:
+                    workers.append(clone)
+            return local.ingestor
+
+        def ingest_group(indices: list[int]) -> None:
+            me = worker()
+            for i in indices:
+                outcome = me.ingest_one(candidates[i])
+                outcomes[i] = outcome
+                with done_lock:
+                    self._done(outcome)
+
+        try:
+            with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="diag-ingest") as pool:
+                for future in [pool.submit(ingest_group, g) for g in order]:
+                    future.result()
+        finally:
+            for w in workers:
+                w.store.close()
+            self._drop_empty_jobs(created_jobs)
+        return [o for o in outcomes if o is not None]
+
+    def _create_jobs(self, candidates: list[Candidate]) -> list[int]:
+        """The jobs of files some parser will store in a run, created before the workers start."""
+        wanted: dict[str, Candidate] = {}
+        for cand in candidates:
+            key = f"path:{job_origin(cand)}"
+            if key in wanted:
+                continue
+            with contextlib.suppress(OSError):
+                parser = detect(Probe.of(cand.path))
+                if parser is not None and getattr(parser, "creates_run", True):
+                    wanted[key] = cand
+        created: list[int] = []
+        with self.store.transaction() as con:
+            for key, cand in wanted.items():
+                if not q(con, "SELECT 1 FROM jobs WHERE job_key = ?", [key]):
+                    name = cand.run_root.parent.name or cand.run_root.name
+                    created.append(self.store.ensure_job(key, name, parent_shown(cand)))
+        return created
+
+    def _drop_empty_jobs(self, job_ids: list[int]) -> None:
+        if job_ids:
+            q(
+                self.store.con,
+                "DELETE FROM jobs WHERE list_contains(?, job_id) "
+                "AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.job_id = jobs.job_id)",
+                [job_ids],
+            )
 
     def _done(self, outcome: FileOutcome) -> None:
         if self.on_file_done:
@@ -147,7 +234,15 @@ class Ingestor:
                 return outcome
             outcome.parser = parser.name
             digest = sha256_of(cand.path)
-            return self._store_file(cand, parser, digest, size, outcome)
+            for attempt in range(_CONFLICT_RETRIES + 1):
+                try:
+                    return self._store_file(cand, parser, digest, size, outcome)
+                except duckdb.TransactionException as exc:
+                    # Another worker's transaction touched the same row (a job's parallel groups): redo
+                    # this file's transaction; its rollback left nothing behind.
+                    if attempt == _CONFLICT_RETRIES or "onflict" not in str(exc):
+                        raise
+                    time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
         except BadInputError as exc:
             outcome.message = str(exc)
         except duckdb.Error as exc:

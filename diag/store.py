@@ -5,6 +5,7 @@ A ``Store`` owns one DuckDB connection.  Streamlit and other threaded callers ta
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from collections.abc import Iterator
@@ -74,6 +75,14 @@ class Store:
         if not read_only:
             q(self.con, f"SET temp_directory='{tmp.as_posix()}'")
             self.migrate()
+
+    def sibling(self) -> Store:
+        """The same database through a connection of its own (own transactions): for a worker thread."""
+        other = copy.copy(self)
+        other.con = self.con.cursor()
+        q(other.con, "SET enable_progress_bar=true")
+        q(other.con, "SET enable_progress_bar_print=false")
+        return other
 
     def _upgrade_if_needed(self) -> None:
         """A database from an older diag lacks newer views/columns: migrate it once, briefly read-write."""

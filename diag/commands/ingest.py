@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from typing import Annotated, Any
@@ -98,6 +99,15 @@ def ingest(
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Also list skipped and unchanged files.")
     ] = False,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            "--jobs",
+            "-j",
+            min=0,
+            help="Runs ingested at once (0: one per CPU core). Each run's files stay in order.",
+        ),
+    ] = 1,
 ) -> None:
     """Ingest profiler outputs; prints a line per file and a summary. Exit 1 if any file failed."""
     err = console(stderr=True)
@@ -115,6 +125,8 @@ def ingest(
         disable=quiet,
         transient=True,
     )
+
+    workers = jobs or os.cpu_count() or 1
 
     def report(outcome: FileOutcome) -> None:
         progress.advance(task, outcome.size_bytes)
@@ -136,14 +148,19 @@ def ingest(
         return _WithinFile(store, progress, task, cand.path.stat().st_size, enabled=not quiet)
 
     ingestor = Ingestor(
-        store, replace=replace, max_file_bytes=max_file_size, on_file_done=report, around_file=around
+        store,
+        replace=replace,
+        max_file_bytes=max_file_size,
+        on_file_done=report,
+        # progress inside a file follows the one statement running; with several at once, files only
+        around_file=around if workers == 1 else None,
     )
     try:
         candidates, refused = ingestor.collect(paths)
         total = sum(c.path.stat().st_size for c in candidates)
         with progress:
             task = progress.add_task("", total=total or 1)
-            summary = ingestor.run(candidates, refused)
+            summary = ingestor.run(candidates, refused, jobs=workers)
         payload = summary_json(db, summary, store)
     finally:
         ingestor.close()

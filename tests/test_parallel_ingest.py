@@ -1,0 +1,81 @@
+"""`diag ingest --jobs N`: several runs at once give exactly what one at a time gives."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sample_traces.generate import generate
+from tests.conftest import FIXTURES, SAMPLES, cli_json, query
+
+# What a reader of the store sees of each run: identity, placement and the figures analyses use.
+SNAPSHOT = """
+SELECT r.name, r.platform, r.rank, r.device, j.name AS job, r.start_ns, r.end_ns,
+       (SELECT count(*) FROM device_tasks d WHERE d.run_id = r.run_id) AS tasks,
+       (SELECT coalesce(sum(dur_ns), 0) FROM device_tasks d WHERE d.run_id = r.run_id) AS task_ns,
+       (SELECT count(*) FROM kernels k WHERE k.run_id = r.run_id) AS kernels,
+       (SELECT count(*) FROM host_ops h WHERE h.run_id = r.run_id) AS host_ops,
+       (SELECT count(*) FROM step_trace s WHERE s.run_id = r.run_id) AS step_rows,
+       (SELECT count(*) FROM files f WHERE f.run_id = r.run_id AND f.status <> 'failed') AS files
+FROM runs r LEFT JOIN jobs j USING (job_id)
+ORDER BY ALL
+"""
+
+
+@pytest.fixture(scope="module")
+def four_rank_job(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    out = tmp_path_factory.mktemp("job4")
+    truth = generate(out / "tp4_job", ranks=4, steps=3, layers=2, seed=7)
+    return out / "tp4_job", truth
+
+
+def _inputs(job: Path, tmp: Path) -> list[str]:
+    bad = tmp / "bad_rank_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    bad.mkdir(parents=True)
+    shutil.copy(FIXTURES / "ascend_trace_view" / "bad_binary.json", bad / "trace_view.json")
+    return [str(job), str(SAMPLES / "real"), str(bad.parent)]
+
+
+def test_jobs_2_stores_what_jobs_1_stores(tmp_path, four_rank_job):
+    job, truth = four_rank_job
+    inputs = _inputs(job, tmp_path)
+    rc1, serial = cli_json("ingest", *inputs, "--db", str(tmp_path / "serial.duckdb"))
+    rc2, parallel = cli_json("ingest", *inputs, "--db", str(tmp_path / "parallel.duckdb"), "--jobs", "2")
+    assert rc1 == rc2 == 1  # the binary "trace" fails in both
+    # outcomes come back in input order whatever order the workers finished in
+    assert [(f["path"], f["status"], f["rows"]) for f in serial["files"]] == [
+        (f["path"], f["status"], f["rows"]) for f in parallel["files"]
+    ]
+    assert serial["summary"]["rows"] == parallel["summary"]["rows"]
+    a = query(tmp_path / "serial.duckdb", SNAPSHOT)
+    b = query(tmp_path / "parallel.duckdb", SNAPSHOT)
+    assert a == b
+    ranks = [row for row in b if row[4] == "tp4_job"]
+    assert sorted(r[2] for r in ranks) == [0, 1, 2, 3]
+    for row in ranks:
+        rank_truth = truth["ranks"][str(row[2])]
+        assert row[7] == rank_truth["trace"]["device_tasks"]
+        assert row[9] == rank_truth["kernel_details"]["rows"]
+    # a job exists only where a run was stored: the failed folder's job was created up front, then dropped
+    jobs = query(tmp_path / "parallel.duckdb", "SELECT name FROM jobs ORDER BY name")
+    assert jobs == query(tmp_path / "serial.duckdb", "SELECT name FROM jobs ORDER BY name")
+    orphan = query(
+        tmp_path / "parallel.duckdb",
+        "SELECT count(*) FROM jobs j WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.job_id = j.job_id)",
+    )
+    assert orphan == [(0,)]
+
+
+def test_jobs_2_is_idempotent(tmp_path, four_rank_job):
+    job, _ = four_rank_job
+    db = tmp_path / "p.duckdb"
+    rc, first = cli_json("ingest", str(job), "--db", str(db), "-j", "2")
+    assert rc == 0 and first["summary"]["ok"] == len(first["files"]) - first["summary"]["skipped"]
+    before = query(db, SNAPSHOT)
+    rc, again = cli_json("ingest", str(job), "--db", str(db), "-j", "0")
+    assert rc == 0
+    assert {f["status"] for f in again["files"]} <= {"unchanged", "skipped"}
+    assert query(db, SNAPSHOT) == before
+    assert query(db, "SELECT count(*) FROM jobs") == [(1,)]
