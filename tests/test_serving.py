@@ -4,6 +4,7 @@ thresholds file, deployment links to profiles, CUDA vs Ascend, ``diag accept`` a
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from decimal import Decimal
 from pathlib import Path
@@ -253,6 +254,21 @@ def test_a_cut_or_garbled_block_is_a_one_line_error(tmp_path, name, reason):
         assert con.execute("SELECT count(*) FROM serving_runs").fetchall() == [(0,)]
 
 
+@pytest.mark.parametrize("prefix", ["    ", "# ", "> "])
+def test_a_block_with_a_prefix_on_every_line(tmp_path, prefix):
+    text = (FIX / "ok_vllm_newest_crlf.txt").read_text()
+    start = text.index("=====")
+    path = tmp_path / "doc.md"
+    path.write_text("Results:\n\n" + "\n".join(prefix + line for line in text[start:].splitlines()) + "\n")
+    db = tmp_path / "p.duckdb"
+    assert [o.status for o in _ingest(db, path)] == ["ok"]
+    assert (
+        _figures(_rows(db)["doc.md"][0])
+        == FIXTURE_EXPECTED["ok_vllm_newest_crlf.txt"][0][:3]
+        + (FIXTURE_EXPECTED["ok_vllm_newest_crlf.txt"][0][3:])
+    )
+
+
 def test_ingest_twice_stores_once_with_stable_ids(tmp_path):
     db = tmp_path / "twice.duckdb"
     _ingest(db, FIX / "ok_vllm_sweep_ascend_910b3.txt")
@@ -461,6 +477,14 @@ def test_accept_command_json(fixtures_db):
         "margin_pct",
     }
     assert set(out["comparison"]) == {"a", "b", "figures", "headline", "warnings"}
+    readme = (ROOT / "README.md").read_text().split("## Serving acceptance", 1)[1].split("\n## ", 1)[0]
+    documented = set(re.findall(r"`([a-z_0-9]+)`|\"([a-z_0-9]+)\"", readme))
+    names = {a or b for a, b in documented} | {
+        f"{m}_{s}_ms" for m in ("ttft", "tpot", "itl", "e2el") for s in ("mean", "median", "p99")
+    }
+    keys = set(out) | set(row) | {k for c in row["checks"] for k in c} | set(out["comparison"])
+    keys |= set(out["comparison"]["a"]) | set(out["comparison"]["figures"][0])
+    assert keys - names == set(), "keys of diag accept --json missing from the README"
     bad = run_cli("accept", "--db", str(fixtures_db), "--serving", "99")
     assert bad.returncode != 0 and "no serving run 99" in bad.stderr and bad.stderr.count("\n") == 1
     strict = run_cli("accept", "--db", str(fixtures_db), "--strict")
