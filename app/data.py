@@ -14,8 +14,9 @@ from pathlib import Path
 import streamlit as st
 
 from diag.analyses import compare as compare_analysis
-from diag.analyses import cpu_fallback, log_diagnosis, stall_breakdown
+from diag.analyses import cpu_fallback, log_diagnosis, postmortem_notes, stall_breakdown
 from diag.analyses import findings as findings_analysis
+from diag.analyses import postmortem as postmortem_analysis
 from diag.analyses import serving as serving_analysis
 from diag.analyses import timeline as tl_analysis
 from diag.analyses.runs import list_runs
@@ -92,6 +93,24 @@ def log_lines(fp: str, refs: tuple[int, ...]) -> list[dict]:
 @st.cache_data(show_spinner=False, max_entries=32)
 def comparison(fp: str, run_a: int, run_b: int) -> compare_analysis.Comparison:
     return compare_analysis.compare(store(), run_a, run_b)
+
+
+@st.cache_data(show_spinner="Building the postmortem…", max_entries=16)
+def postmortem(
+    fp: str, run_id: int | None, baseline: int | None, job_id: int | None = None
+) -> postmortem_analysis.Postmortem:
+    """The postmortem of a run, a job or every log (its saved notes are read by ``notes``, not cached)."""
+    return postmortem_analysis.build_postmortem(store(), run_id, baseline, job_id=job_id)
+
+
+def notes(run_id: int | None = None, job_id: int | None = None) -> dict[str, str]:
+    return postmortem_notes.load_notes(store(), run_id, job_id)
+
+
+def save_notes(values: dict[str, str], run_id: int | None = None, job_id: int | None = None) -> dict[str, str]:
+    """Save a postmortem's free text with its run / job (a write: under the write lock)."""
+    with _write_lock():
+        return postmortem_notes.save_notes(store(), values, run_id, job_id)
 
 
 def open_in_timeline(run_id: int, start_ns: int | None, end_ns: int | None) -> None:

@@ -17,7 +17,6 @@ MAX_ROWS = 20  # rows per table / statements per section
 MAX_EVIDENCE_CHARS = 2000  # JSON evidence shown per statement
 MAX_LINE_CHARS = 1000  # one log line
 _MD_SPECIALS = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~&])")
-NOTE_FIELDS = ("owner", "summary", "follow_ups")
 
 
 def md_escape(text: Any) -> str:
@@ -112,7 +111,13 @@ def to_markdown(pm: Postmortem) -> str:
                 f"| {ratio} | {c['delta_per_step_ms']:.3f} |"
             ]
         out += [""]
+    out += _md_ranks(pm)
     out += ["## Environment", ""]
+    for d in pm.environment_diff:
+        vals = "; ".join(f"{md_escape(k)}: {md_escape(v)}" for k, v in d["values"].items())
+        out += [f"- ⚠ **ranks differ** in {md_escape(d['key'])}: {vals}"]
+    if pm.environment_diff:
+        out += [""]
     if not pm.environment:
         out += ["_No profiling run in scope: versions unknown._", ""]
     for k, v in pm.environment.items():
@@ -125,7 +130,46 @@ def to_markdown(pm: Postmortem) -> str:
     out += [""]
     if notes.get("follow_ups"):
         out += ["## Follow-ups", "", md_escape(notes["follow_ups"]), ""]
+    if notes.get("updated_at"):
+        out += [f"_Notes saved {md_escape(notes['updated_at'])} UTC._", ""]
     return "\n".join(out)
+
+
+RANK_COLUMNS = (
+    "rank",
+    "run",
+    "steps",
+    "mean step (ms)",
+    "max step (ms)",
+    "failed steps",
+    "first fatal error",
+)
+
+
+def _rank_cells(r: dict[str, Any]) -> list[str]:
+    ff = r.get("first_fatal") or {}
+    first = (
+        f"{ff.get('category')} ({ff.get('file', '').rsplit('/', 1)[-1]}:{ff.get('line_no')})" if ff else "-"
+    )
+    return [
+        "-" if r["rank"] is None else str(r["rank"]),
+        str(r["run_id"]),
+        f"{r['steps']} ({r['step_source']})" if r["step_source"] else "no step data",
+        f"{r['step_mean_ns'] / 1e6:,.3f}" if r["step_mean_ns"] is not None else "-",
+        f"{r['step_max_ns'] / 1e6:,.3f} (step {r['slowest_step']})" if r["step_max_ns"] is not None else "-",
+        ", ".join(map(str, r["failed_steps"])) or "0",
+        first,
+    ]
+
+
+def _md_ranks(pm: Postmortem) -> list[str]:
+    if not pm.ranks or pm.job_id is None:
+        return []
+    out = ["## Ranks", "", "| " + " | ".join(RANK_COLUMNS) + " |", "|" + "---|" * len(RANK_COLUMNS)]
+    out += ["| " + " | ".join(md_escape(c) for c in _rank_cells(r)) + " |" for r in pm.ranks[:MAX_ROWS]]
+    if len(pm.ranks) > MAX_ROWS:
+        out += [f"… {len(pm.ranks) - MAX_ROWS} more rank(s) (see the JSON report)"]
+    return [*out, ""]
 
 
 def _indent(block: str) -> str:
@@ -138,7 +182,7 @@ CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;
 h1{font-size:1.5em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:1.6em}
 pre{background:#f5f5f5;padding:.6em;overflow-x:auto;white-space:pre-wrap;word-break:break-all;font-size:.85em}
 table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}
-.rc{background:#fff4f4;border-left:4px solid #c33;padding:.4em 1em}.muted{color:#777}li{margin:.4em 0}"""
+.rc{background:#fff4f4;border-left:4px solid #c33;padding:.4em 1em}.diff li{color:#a40}.muted{color:#777}li{margin:.4em 0}"""
 
 
 def _e(x: Any) -> str:
@@ -215,7 +259,19 @@ def to_html(pm: Postmortem) -> str:
                 f"<td>{c['per_step_b_ns'] / 1e6:.3f}</td><td>{ratio}</td><td>{c['delta_per_step_ms']:.3f}</td></tr>"
             )
         out.append("</table>")
-    out.append("<h2>Environment</h2><table>")
+    if pm.ranks and pm.job_id is not None:
+        out.append("<h2>Ranks</h2><table><tr>" + "".join(f"<th>{_e(c)}</th>" for c in RANK_COLUMNS) + "</tr>")
+        for r in pm.ranks[:MAX_ROWS]:
+            out.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in _rank_cells(r)) + "</tr>")
+        out.append("</table>")
+    out.append("<h2>Environment</h2>")
+    if pm.environment_diff:
+        out.append('<ul class="diff">')
+        for d in pm.environment_diff:
+            vals = "; ".join(f"{k}: {v}" for k, v in d["values"].items())
+            out.append(f"<li>⚠ <b>ranks differ</b> in {_e(d['key'])}: {_e(vals)}</li>")
+        out.append("</ul>")
+    out.append("<table>")
     for k, v in pm.environment.items():
         if isinstance(v, dict):
             v = ", ".join(f"{a}={b}" for a, b in list(v.items())[:MAX_ROWS])
@@ -223,6 +279,8 @@ def to_html(pm: Postmortem) -> str:
     out.append("</table>")
     if notes.get("follow_ups"):
         out.append(f"<h2>Follow-ups</h2><pre>{_e(notes['follow_ups'])}</pre>")
+    if notes.get("updated_at"):
+        out.append(f'<p class="muted">Notes saved {_e(notes["updated_at"])} UTC.</p>')
     out.append("</body></html>")
     return "\n".join(out)
 

@@ -503,6 +503,21 @@ TABLES: tuple[Table, ...] = (
         ),
     ),
     Table(
+        "postmortem_notes",
+        "free text of a postmortem, edited in the app: one row per scope (a run, a job, or every log)",
+        (
+            _c("scope", "VARCHAR PRIMARY KEY", "run:<run_id> | job:<job_id> | logs"),
+            _c("run_id", "BIGINT"),
+            _c("job_id", "BIGINT"),
+            _c("title", "VARCHAR"),
+            _c("summary", "VARCHAR"),
+            _c("owner", "VARCHAR"),
+            _c("follow_ups", "VARCHAR"),
+            _c("updated_at", "TIMESTAMP", "when it was last saved (UTC)"),
+        ),
+        per_file=False,
+    ),
+    Table(
         "counters",
         "counter samples of the trace (AI Core Freq, NPU MEM, HBM, LLC, QoS …)",
         _OWNER

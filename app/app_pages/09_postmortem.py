@@ -1,4 +1,5 @@
-"""Postmortem: one page that explains what happened, with its evidence; editable notes; md/html/json downloads."""
+"""Postmortem: one page that explains what happened, with its evidence; notes saved with the run or job;
+md/html/json downloads."""
 
 from __future__ import annotations
 
@@ -6,27 +7,52 @@ import streamlit as st
 
 from app import data
 from app.app_pages import run_picker
-from diag.analyses.postmortem import Postmortem, build_postmortem
 from diag.report import to_html, to_json, to_markdown
 
 NOTES = (("title", "Title"), ("owner", "Owner"), ("summary", "Summary"), ("follow_ups", "Follow-ups"))
+SCOPES = ("A profiling run", "A job (every rank)", "Every log in the store")
 
 
-@st.cache_data(show_spinner="Building the postmortem…", max_entries=16)
-def _postmortem(fp: str, run_id: int | None, baseline: int | None) -> Postmortem:
-    return build_postmortem(data.store(), run_id, baseline)
+def _load_notes(scope_key: str, run_id: int | None, job_id: int | None) -> None:
+    """Fill the note widgets from the store when the page opens on a scope (or the scope changes)."""
+    keys = [f"pm_note_{key}" for key, _ in NOTES]
+    if st.session_state.get("pm_notes_scope") == scope_key and all(k in st.session_state for k in keys):
+        return  # (Streamlit drops a widget's state once a run leaves it out: back from another page, reload)
+    saved = data.notes(run_id, job_id)
+    for key, _ in NOTES:
+        st.session_state[f"pm_note_{key}"] = saved.get(key, "")
+    st.session_state["pm_notes_scope"] = scope_key
+
+
+def _save_notes(run_id: int | None, job_id: int | None) -> None:
+    values = {key: st.session_state.get(f"pm_note_{key}", "") for key, _ in NOTES}
+    data.save_notes(values, run_id, job_id)
 
 
 st.title("Postmortem")
 fp = data.fingerprint()
-scope = st.radio("Scope", ["A profiling run", "Every log in the store"], horizontal=True, key="pm_scope")
+scope = st.radio("Scope", SCOPES, horizontal=True, key="pm_scope")
 run_id: int | None = None
+job_id: int | None = None
 baseline: int | None = None
-if scope == "A profiling run":
+runs = data.runs(fp)
+if scope == SCOPES[0]:
     run_id = run_picker(fp, key="pm_run")
     if run_id is None:
         st.stop()
-    cuda = [r for r in data.runs(fp) if r["platform"] == "cuda" and r["run_id"] != run_id and r["start_ns"]]
+elif scope == SCOPES[1]:
+    jobs: dict[int, str] = {}
+    for r in runs:
+        if r["job_id"] is not None:
+            n = sum(1 for x in runs if x["job_id"] == r["job_id"])
+            jobs.setdefault(r["job_id"], f"{r['job_id']} · {r['job']} · {n} run(s)")
+    if not jobs:
+        st.info("No job yet: a job is the folder that holds the runs of a multi-rank capture.")
+        st.stop()
+    job_id = st.selectbox("Job", list(jobs), format_func=jobs.get, key="pm_job")
+if scope != SCOPES[2]:
+    cuda = [r for r in runs if r["platform"] == "cuda" and r["run_id"] != run_id and r["start_ns"]]
+    cuda = [r for r in cuda if job_id is None or r["job_id"] != job_id]
     if cuda:
         names = {r["run_id"]: f"{r['run_id']} · {r['name']}" for r in cuda}
         baseline = st.selectbox(
@@ -34,13 +60,18 @@ if scope == "A profiling run":
             key="pm_baseline",
         )  # fmt: skip
 
-pm = _postmortem(fp, run_id, baseline)
-notes = st.session_state.setdefault("pm_notes", {})
-with st.expander("Edit the report's free text", expanded=False):
+scope_key = f"job:{job_id}" if job_id is not None else (f"run:{run_id}" if run_id is not None else "logs")
+_load_notes(scope_key, run_id, job_id)
+pm = data.postmortem(fp, run_id, baseline, job_id)
+with st.expander(
+    "Edit the report's free text (saved with the " + scope_key.split(":")[0] + ")", expanded=False
+):
     for key, label in NOTES:
         widget = st.text_area if key in ("summary", "follow_ups") else st.text_input
-        notes[key] = widget(label, value=notes.get(key, ""), key=f"pm_note_{key}")
-pm.notes = {k: v for k, v in notes.items() if v}
+        widget(label, key=f"pm_note_{key}", on_change=_save_notes, args=(run_id, job_id))
+pm.notes = data.notes(run_id, job_id)
+if pm.notes.get("updated_at"):
+    st.caption(f"Notes saved {pm.notes['updated_at']} UTC")
 
 md = to_markdown(pm)
 cols = st.columns(3)

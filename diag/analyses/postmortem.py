@@ -7,7 +7,6 @@ ops and time ranges, figures). Nothing is stated that those analyses do not show
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -15,13 +14,14 @@ from typing import Any
 from diag.analyses.compare import compare
 from diag.analyses.findings import Finding, device_findings
 from diag.analyses.log_diagnosis import RootCause, root_causes
+from diag.analyses.postmortem_env import environment
+from diag.analyses.postmortem_notes import load_notes
+from diag.analyses.postmortem_steps import FailedStep, StepReport, rank_table, step_report
 from diag.analyses.runs import list_runs
 from diag.analyses.stall_breakdown import BUCKET_LABELS, BUCKETS, breakdown
 from diag.store import Store
 
 MAX_EVIDENCE_LINES = 5  # log lines shown per statement
-ENV_PREFIXES = ("ASCEND_", "HCCL_", "ACL", "PYTORCH_", "TASK_QUEUE", "NPU_", "CUDA_", "NCCL_", "TORCH", "HOST_CACHE",
-                "INF_NAN", "COMBINED_ENABLE", "MULTI_STREAM", "OMP_")  # fmt: skip
 CONTRIBUTING = (
     "cpu_fallback",
     "host_fallback",
@@ -54,7 +54,19 @@ class Postmortem:
     actions: list[Statement] = field(default_factory=list)
     comparison: dict[str, Any] | None = None  # e2e per step both sides, ratio, top_losses
     chart: list[dict[str, Any]] = field(default_factory=list)  # device time per bucket, for the report's SVG
-    notes: dict[str, str] = field(default_factory=dict)  # free text from the app: owner, follow-ups…
+    notes: dict[str, str] = field(
+        default_factory=dict
+    )  # free text saved from the app: title, owner, follow-ups…
+    job_id: int | None = None
+    ranks: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # per rank: step figures, failed steps, first error
+    failed_steps: list[dict[str, Any]] = field(default_factory=list)  # see diag.analyses.postmortem_steps
+    outlier_steps: list[dict[str, Any]] = field(default_factory=list)  # ≥ 3× the median step: not failed
+    environment_diff: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # job: keys that differ between ranks
+    clock: dict[str, Any] = field(default_factory=dict)  # log_offset_ns (log clock − trace clock), basis
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -102,65 +114,153 @@ def _finding_statement(f: Finding) -> Statement:
     )
 
 
-def _environment(store: Store, run_id: int | None) -> dict[str, Any]:
-    if run_id is None:
-        return {}
-    rows = list_runs(store, run_id)
-    if not rows:
-        return {}
-    r = rows[0]
-    env: dict[str, Any] = {
-        k: r.get(k)
-        for k in (
-            "platform",
-            "device_name",
-            "device",
-            "rank",
-            "cann_version",
-            "torch_npu_version",
-            "profiler_level",
-            "aic_metrics",
-            "export_type",
-            "source",
-        )  # fmt: skip
-        if r.get(k) not in (None, "")
+def device_story(
+    store: Store, run: dict[str, Any]
+) -> tuple[list[Finding], list[dict[str, Any]], Statement | None]:
+    """The run's device findings, its chart (device time per bucket) and the statement that sums it up."""
+    if run.get("start_ns") is None:
+        return [], [], None
+    bd = breakdown(store, run["run_id"])
+    total = bd.total
+    if not total or not total.e2e_ns:
+        return [], [], None
+    findings = device_findings(store, run["run_id"], bd)
+    e2e = total.e2e_ns
+    chart = [
+        {"bucket": b, "label": BUCKET_LABELS[b], "ns": total.buckets[b], "pct": 100 * total.buckets[b] / e2e}
+        for b in BUCKETS
+        if total.buckets[b]
+    ]
+    top = sorted(chart, key=lambda c: -c["ns"])[:3]
+    st = Statement(
+        f"Profiled {len(bd.steps)} step(s) ({bd.step_source}), {e2e / 1e6:,.3f} ms of device time; "
+        "largest shares: " + ", ".join(f"{c['label']} {c['pct']:.1f}%" for c in top),
+        {
+            "time_range_ns": [total.start_ns, total.end_ns],
+            "figures": {"e2e_ns": e2e, "steps": len(bd.steps), "buckets_ns": total.buckets},
+        },
+    )
+    return findings, chart, st
+
+
+def baseline_story(pm: Postmortem, store: Store, run_id: int, baseline_run_id: int) -> None:
+    """The comparison with a CUDA baseline: end-to-end per step and the three op classes losing most."""
+    cmp = compare(store, run_id, baseline_run_id)
+    e2e = next(o for o in cmp.overall if o["bucket"] == "e2e")
+    losses = [asdict(c) for c in cmp.top_losses(3)]
+    pm.comparison = {
+        "run_a": cmp.run_a,
+        "run_b": cmp.run_b,
+        "steps_a": cmp.steps_a,
+        "steps_b": cmp.steps_b,
+        "e2e": e2e,
+        "top_losses": losses,
+        "warnings": cmp.warnings,
     }
-    versions = r.get("versions")
-    if isinstance(versions, str):
-        try:
-            versions = json.loads(versions)
-        except ValueError:
-            versions = None
-    if versions:
-        env["versions"] = versions
-    meta_rows = store.cursor().execute("SELECT metadata FROM runs WHERE run_id = ?", [run_id]).fetchall()
-    meta = meta_rows[0][0] if meta_rows else None
-    if isinstance(meta, str):
-        try:
-            meta = json.loads(meta)
-        except ValueError:
-            meta = None
-    if isinstance(meta, dict):
-        variables = meta.get("ENV_VARIABLES") or {}
-        env["env_variables"] = {
-            k: v
-            for k, v in sorted(variables.items())
-            if v not in (None, "") and k.upper().startswith(ENV_PREFIXES)
+    ratio = f"{e2e['ratio']:.2f}×" if e2e["ratio"] else "n/a"
+    pm.impact.append(
+        Statement(
+            f"End-to-end per step: {e2e['per_step_a_ms']:.3f} ms vs {e2e['per_step_b_ms']:.3f} ms on the "
+            f"baseline (run {baseline_run_id}) — {ratio}",
+            {"figures": e2e},
+        )
+    )
+    for c in losses:
+        r = f"{c['ratio']:.2f}×" if c["ratio"] else "baseline has none"
+        pm.impact.append(
+            Statement(
+                f"Op class {c['op_class']} loses {c['delta_per_step_ms']:.3f} ms per step "
+                f"({c['per_step_a_ns'] / 1e6:.3f} vs {c['per_step_b_ns'] / 1e6:.3f} ms, {r})",
+                {"figures": c},
+            )
+        )
+
+
+def _rank_label(rank: int | None, run_id: int) -> str:
+    return f"rank {rank}" if rank is not None else f"run {run_id}"
+
+
+def failed_step_statements(failed: list[FailedStep], rep: StepReport, run_ids: list[int]) -> list[Statement]:
+    """The failed-steps count (per rank) and one statement per failed step, each with its evidence."""
+    ranks = [r for r in rep.ranks if r.run_id in run_ids and r.source]
+    if not ranks:
+        return []
+    per_rank = {
+        _rank_label(r.rank, r.run_id): sorted(f.step for f in failed if f.run_id == r.run_id) for r in ranks
+    }
+    profiled = {_rank_label(r.rank, r.run_id): len(r.durations) for r in ranks}
+    n = sum(len(v) for v in per_rank.values())
+    where = "; ".join(f"{k}: step(s) {', '.join(map(str, v))}" for k, v in per_rank.items() if v)
+    out = [
+        Statement(
+            f"{n} failed step(s)"
+            + (f" — {where}" if where else f" in {sum(profiled.values())} profiled step(s)"),
+            {
+                "figures": {
+                    "failed_steps": n,
+                    "failed_per_rank": {k: len(v) for k, v in per_rank.items()},
+                    "failed_step_numbers": per_rank,
+                    "profiled_steps_per_rank": profiled,
+                },
+                "from": "failed-step rules: missing | incomplete | error | interrupted (diag.analyses.postmortem_steps)",
+            },
+        )
+    ]
+    for f in failed:
+        ev = {k: v for k, v in f.evidence.items() if k != "log_lines"}
+        lines = [
+            {"file": ln.get("file"), "line_no": ln.get("line_no"), "ts_ns": ln.get("ts_ns"), "code": ln.get("code"),
+             "raw": ln.get("raw")}
+            for ln in f.evidence.get("log_lines", [])
+        ]  # fmt: skip
+        evidence: dict[str, Any] = {
+            "figures": {"reasons": f.reasons, **ev},
+            "time_range_ns": [f.start_ns, f.end_ns],
         }
-        if meta.get("distributed_args"):
-            env["distributed_args"] = meta["distributed_args"]
-    return env
+        if lines:
+            evidence["log_lines"] = lines
+        out.append(
+            Statement(
+                f"Failed step {f.step} on {_rank_label(f.rank, f.run_id)} ({', '.join(f.reasons)}): {f.detail}",
+                evidence,
+            )
+        )
+    return out
+
+
+def job_runs(store: Store, job_id: int, platform: str | None = None) -> list[dict[str, Any]]:
+    runs = [r for r in list_runs(store) if r["job_id"] == job_id]
+    return [r for r in runs if platform is None or r["platform"] == platform]
+
+
+def _steps_for_run(pm: Postmortem, store: Store, run: dict[str, Any]) -> None:
+    """Failed steps of one run, judged against the other ranks of its job."""
+    peers = job_runs(store, run["job_id"], run["platform"]) if run.get("job_id") is not None else [run]
+    rep = step_report(store, peers or [run])
+    failed = [f for f in rep.failed if f.run_id == run["run_id"]]
+    pm.clock = rep.clock
+    pm.ranks = [r for r in rank_table(rep) if r["run_id"] == run["run_id"]]
+    pm.failed_steps = [f.to_json() for f in failed]
+    pm.outlier_steps = [o for o in rep.outliers if o["run_id"] == run["run_id"]]
+    pm.impact[:0] = failed_step_statements(failed, rep, [run["run_id"]])
 
 
 def build_postmortem(
     store: Store, run_id: int | None = None, baseline_run_id: int | None = None, job_id: int | None = None
 ) -> Postmortem:
-    """The postmortem of ``run_id`` (its device data and its logs); None: every log in the store."""
+    """The postmortem of ``run_id`` (its device data and its logs), of every rank of ``job_id``, or (neither)
+    of every log in the store. Notes saved for that scope (title, summary, owner, follow-ups) come with it."""
     if job_id is not None and run_id is None:
-        ids = [r["run_id"] for r in list_runs(store) if r["job_id"] == job_id]
-        if not ids:
-            raise ValueError(f"no run in job {job_id}")
-        run_id = ids[0]
+        from diag.analyses.postmortem_job import build_job_postmortem  # it builds on this module
+
+        pm = build_job_postmortem(store, job_id, baseline_run_id)
+    else:
+        pm = _build_run(store, run_id, baseline_run_id)
+    pm.notes = load_notes(store, run_id=pm.run_id if pm.job_id is None else None, job_id=pm.job_id)
+    return pm
+
+
+def _build_run(store: Store, run_id: int | None, baseline_run_id: int | None) -> Postmortem:
     runs = list_runs(store, run_id) if run_id is not None else []
     if run_id is not None and not runs:
         raise ValueError(f"no run {run_id}")
@@ -183,96 +283,55 @@ def build_postmortem(
             pm.what_happened.append(
                 Statement(f"{_ts(last)} — End: the last flagged log record", {"time_range_ns": [last, last]})
             )
-        ranks = sorted({r for c in serious for r in c.ranks})
-        pm.impact.append(
-            Statement(
-                f"{sum(c.count for c in serious)} error/warning record(s) in {len(serious)} root-cause group(s)"
-                + (f" on rank(s) {', '.join(map(str, ranks))}" if ranks else ""),
-                {
-                    "figures": {
-                        "records": sum(c.count for c in serious),
-                        "groups": len(serious),
-                        "ranks": ranks,
-                    }
-                },
-            )
-        )
+        pm.impact.append(log_count_statement(serious))
 
     # -- device data: the performance story ------------------------------------------------------------------
     findings: list[Finding] = []
-    if run and run.get("start_ns") is not None:
-        bd = breakdown(store, run_id)  # type: ignore[arg-type]
-        total = bd.total
-        if total and total.e2e_ns:
-            findings = device_findings(store, run_id, bd)  # type: ignore[arg-type]
-            e2e = total.e2e_ns
-            pm.chart = [
-                {
-                    "bucket": b,
-                    "label": BUCKET_LABELS[b],
-                    "ns": total.buckets[b],
-                    "pct": 100 * total.buckets[b] / e2e,
-                }
-                for b in BUCKETS
-                if total.buckets[b]
-            ]
-            top = sorted(pm.chart, key=lambda c: -c["ns"])[:3]
-            pm.what_happened.append(
-                Statement(
-                    f"Profiled {len(bd.steps)} step(s) ({bd.step_source}), {e2e / 1e6:,.3f} ms of device time; "
-                    "largest shares: " + ", ".join(f"{c['label']} {c['pct']:.1f}%" for c in top),
-                    {
-                        "time_range_ns": [total.start_ns, total.end_ns],
-                        "figures": {"e2e_ns": e2e, "steps": len(bd.steps), "buckets_ns": total.buckets},
-                    },
-                )
-            )
-            for f in findings:
-                if f.category != "top_ops" and f.impact_ns:
-                    st = _finding_statement(f)
-                    st.text = (
-                        f"Device time lost — {f.title}: {f.impact_ns / 1e6:,.3f} ms ({f.impact_pct:.1f}%)"
-                    )
-                    pm.impact.append(st)
-
-    # -- the baseline --------------------------------------------------------------------------------------
+    if run is not None:
+        findings, pm.chart, st = device_story(store, run)
+        if st is not None:
+            pm.what_happened.append(st)
+        pm.impact += [lost_statement(f) for f in findings if f.category != "top_ops" and f.impact_ns]
+        _steps_for_run(pm, store, run)
     if baseline_run_id is not None and run_id is not None:
-        cmp = compare(store, run_id, baseline_run_id)
-        e2e = next(o for o in cmp.overall if o["bucket"] == "e2e")
-        losses = [asdict(c) for c in cmp.top_losses(3)]
-        pm.comparison = {
-            "run_a": cmp.run_a,
-            "run_b": cmp.run_b,
-            "steps_a": cmp.steps_a,
-            "steps_b": cmp.steps_b,
-            "e2e": e2e,
-            "top_losses": losses,
-            "warnings": cmp.warnings,
-        }
-        ratio = f"{e2e['ratio']:.2f}×" if e2e["ratio"] else "n/a"
-        pm.impact.append(
-            Statement(
-                f"End-to-end per step: {e2e['per_step_a_ms']:.3f} ms vs {e2e['per_step_b_ms']:.3f} ms on the "
-                f"baseline (run {baseline_run_id}) — {ratio}",
-                {"figures": e2e},
-            )
-        )
-        for c in losses:
-            r = f"{c['ratio']:.2f}×" if c["ratio"] else "baseline has none"
-            pm.impact.append(
-                Statement(
-                    f"Op class {c['op_class']} loses {c['delta_per_step_ms']:.3f} ms per step "
-                    f"({c['per_step_a_ns'] / 1e6:.3f} vs {c['per_step_b_ns'] / 1e6:.3f} ms, {r})",
-                    {"figures": c},
-                )
-            )
-
-    # -- root cause, contributing factors, actions ---------------------------------------------------------
+        baseline_story(pm, store, run_id, baseline_run_id)
     lead = next((c for c in causes if c.severity in ("high", "medium") and c.role == "cause"), None)
-    lead = lead or (serious[0] if serious else None)
-    ranked = [f for f in findings if f.category != "top_ops" and f.severity in ("high", "medium")]
+    conclude(pm, lead or (serious[0] if serious else None), serious, findings)
+    pm.environment = environment(store, run_id)
+    return pm
+
+
+def log_count_statement(serious: list[RootCause]) -> Statement:
+    ranks = sorted({r for c in serious for r in c.ranks})
+    return Statement(
+        f"{sum(c.count for c in serious)} error/warning record(s) in {len(serious)} root-cause group(s)"
+        + (f" on rank(s) {', '.join(map(str, ranks))}" if ranks else ""),
+        {"figures": {"records": sum(c.count for c in serious), "groups": len(serious), "ranks": ranks}},
+    )
+
+
+def lost_statement(f: Finding) -> Statement:
+    st = _finding_statement(f)
+    st.text = f"Device time lost — {f.title}: {f.impact_ns / 1e6:,.3f} ms ({f.impact_pct:.1f}%)"
+    return st
+
+
+def conclude(
+    pm: Postmortem,
+    lead: RootCause | None,
+    serious: list[RootCause],
+    findings: list[Finding],
+    cause_text: dict[int, str] | None = None,
+) -> None:
+    """Root cause (logs first, then device findings, then the baseline), contributing factors, actions, title."""
+    ranked = sorted(
+        (f for f in findings if f.category != "top_ops" and f.severity in ("high", "medium")),
+        key=lambda f: -f.impact_ns,
+    )
     if lead is not None:
         st = _cause_statement(lead)
+        if cause_text and id(lead) in cause_text:
+            st.text = cause_text[id(lead)]
         pm.root_cause = {
             "source": "log",
             "category": lead.category,
@@ -306,7 +365,7 @@ def build_postmortem(
     for rc in serious:
         if rc is not lead:
             st = _cause_statement(rc)
-            st.text = f"Also in the logs — {st.text}"
+            st.text = f"Also in the logs — {(cause_text or {}).get(id(rc), st.text)}"
             pm.contributing.append(st)
     root_finding = ranked[0] if lead is None and ranked else None
     for f in findings:
@@ -322,13 +381,10 @@ def build_postmortem(
         if rc.fix and rc.fix not in seen:
             seen.add(rc.fix)
             pm.actions.append(Statement(rc.fix, {"from": f"log rule {', '.join(rc.rule_ids)}"}))
-
-    pm.environment = _environment(store, run_id)
     rc_title = pm.root_cause["title"] if pm.root_cause else None
-    pm.title = f"Postmortem: {rc_title or 'no root cause found'} — {scope}"
+    pm.title = f"Postmortem: {rc_title or 'no root cause found'} — {pm.scope}"
     pm.summary = (
         f"Most likely root cause ({pm.root_cause['source']} evidence): {rc_title}."
         if pm.root_cause
         else "The data holds no error in the logs and no high/medium device finding."
     )
-    return pm

@@ -1,4 +1,7 @@
-"""``diag report``: the incident postmortem of a run (or of every log) as Markdown, HTML or JSON."""
+"""``diag report``: the incident postmortem of a run, a job (every rank) or every log, as Markdown, HTML or JSON.
+
+Notes saved on the app's Postmortem page (title, summary, owner, follow-ups) are part of the report.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +23,9 @@ def report(
     run: Annotated[
         int | None, typer.Option("--run", help="Run id (default: every log in the store).")
     ] = None,
-    job: Annotated[int | None, typer.Option("--job", help="Job id: its first run.")] = None,
+    job: Annotated[
+        int | None, typer.Option("--job", help="Job id: every rank of a multi-rank capture.")
+    ] = None,
     baseline: Annotated[int | None, typer.Option("--baseline", help="CUDA baseline run id.")] = None,
     fmt: Annotated[str, typer.Option("--format", help="md | html | json")] = "md",
     output: Annotated[
@@ -30,6 +35,8 @@ def report(
     """Incident postmortem: what happened, impact, root cause with evidence, contributing factors, actions."""
     if fmt not in ("md", "html", "json"):
         raise DiagError(f"--format must be md, html or json, not {fmt!r}")
+    if run is not None and job is not None:
+        raise DiagError("give --run or --job, not both")
     if baseline is not None and run is None and job is None:
         raise DiagError("--baseline needs --run or --job")
     with Store(db, read_only=True) as store:

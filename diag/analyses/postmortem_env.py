@@ -1,0 +1,99 @@
+"""The environment of a postmortem: versions, device, profiler settings and relevant environment variables.
+
+For a job, one environment per rank: what every rank shares is reported once, and every key whose values
+differ between ranks (a CANN or torch_npu version, a profiler setting, an HCCL variable…) is flagged.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from diag.analyses.runs import list_runs
+from diag.store import Store
+
+ENV_PREFIXES = ("ASCEND_", "HCCL_", "ACL", "PYTORCH_", "TASK_QUEUE", "NPU_", "CUDA_", "NCCL_", "TORCH", "HOST_CACHE",
+                "INF_NAN", "COMBINED_ENABLE", "MULTI_STREAM", "OMP_")  # fmt: skip
+RUN_KEYS = ("platform", "device_name", "device", "rank", "cann_version", "torch_npu_version", "profiler_level",
+            "aic_metrics", "export_type", "source")  # fmt: skip
+PER_RANK = {"device", "rank", "source", "distributed_args.rank"}  # differ between ranks by design
+
+
+def _json(value: Any) -> Any:  # noqa: ANN401
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return None
+    return value
+
+
+def environment(store: Store, run_id: int | None) -> dict[str, Any]:
+    if run_id is None:
+        return {}
+    rows = list_runs(store, run_id)
+    if not rows:
+        return {}
+    r = rows[0]
+    env: dict[str, Any] = {k: r.get(k) for k in RUN_KEYS if r.get(k) not in (None, "")}
+    versions = _json(r.get("versions"))
+    if versions:
+        env["versions"] = versions
+    meta_rows = store.cursor().execute("SELECT metadata FROM runs WHERE run_id = ?", [run_id]).fetchall()
+    meta = _json(meta_rows[0][0]) if meta_rows else None
+    if isinstance(meta, dict):
+        variables = meta.get("ENV_VARIABLES") or {}
+        env["env_variables"] = {
+            k: v
+            for k, v in sorted(variables.items())
+            if v not in (None, "") and k.upper().startswith(ENV_PREFIXES)
+        }
+        if meta.get("distributed_args"):
+            env["distributed_args"] = meta["distributed_args"]
+    return env
+
+
+def _flat(env: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in env.items():
+        if isinstance(v, dict):
+            out.update({f"{k}.{a}": b for a, b in v.items()})
+        else:
+            out[k] = v
+    return out
+
+
+def job_environment(
+    store: Store, runs: list[dict[str, Any]]
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """(what all ranks share, one environment per rank, the keys whose values differ between ranks)."""
+    per_rank = [
+        {"run_id": r["run_id"], "rank": r.get("rank"), "env": environment(store, r["run_id"])} for r in runs
+    ]
+    flats = [(p, _flat(p["env"])) for p in per_rank]
+    keys = sorted({k for _, f in flats for k in f} - PER_RANK)
+    common: dict[str, Any] = {"ranks": len(runs)}
+    diffs: list[dict[str, Any]] = []
+    for key in keys:
+        present = {_label(p): f[key] for p, f in flats if f.get(key) not in (None, "")}
+        distinct = {json.dumps(v, sort_keys=True, default=str) for v in present.values()}
+        if len(distinct) > 1:
+            diffs.append(
+                {
+                    "key": key,
+                    "values": present,
+                    "ranks_missing": [_label(p) for p, f in flats if key not in f],
+                }
+            )
+        elif present:
+            head, _, tail = key.partition(".")
+            value = next(iter(present.values()))
+            if tail:
+                common.setdefault(head, {})[tail] = value
+            else:
+                common[key] = value
+    return common, per_rank, diffs
+
+
+def _label(p: dict[str, Any]) -> str:
+    return f"rank {p['rank']}" if p["rank"] is not None else f"run {p['run_id']}"

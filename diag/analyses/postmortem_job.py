@@ -1,0 +1,263 @@
+"""The postmortem of a whole job (a multi-rank capture: one run per rank/device).
+
+- What happened: one incident timeline across ranks — the capture, the first error (which rank, when), the
+  cascade to the other ranks (how long after), captures cut short by the error, the end.
+- Impact: failed steps per rank (diag.analyses.postmortem_steps), step time per rank over the steps every rank
+  completed (slowest against fastest), outlier steps, log record counts, device time lost per finding category
+  summed over the ranks.
+- Root cause: ranked over every rank's logs (severity, then role — cause before symptom — then time: the
+  earliest cause on any rank leads, the errors it sets off on other ranks are its cascade), else the largest
+  device finding of any rank, else the baseline comparison.
+- Environment: what all ranks share, and every key whose values differ between ranks, flagged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from diag.analyses.findings import Finding
+from diag.analyses.log_diagnosis import ROLE_ORDER, SEVERITY_ORDER, RootCause, root_causes
+from diag.analyses.postmortem import (
+    Postmortem,
+    Statement,
+    _cause_statement,
+    _finding_statement,
+    _rank_label,
+    _ts,
+    baseline_story,
+    conclude,
+    device_story,
+    failed_step_statements,
+    job_runs,
+    log_count_statement,
+)
+from diag.analyses.postmortem_env import job_environment
+from diag.analyses.postmortem_steps import StepReport, rank_table, step_report
+from diag.store import Store
+
+
+def _job_causes(store: Store, runs: list[dict[str, Any]]) -> list[tuple[RootCause, dict[str, Any]]]:
+    """Every rank's serious log root causes, ranked over the job: severity, role, then the earliest first."""
+    out = []
+    for run in runs:
+        for rc in root_causes(store, run["run_id"]):
+            if rc.severity in ("high", "medium"):
+                if not rc.ranks and run.get("rank") is not None:
+                    rc.ranks = [run["rank"]]  # a plog without rank fields: the rank of its run folder
+                out.append((rc, run))
+    out.sort(
+        key=lambda p: (SEVERITY_ORDER[p[0].severity], ROLE_ORDER.get(p[0].role, 9), p[0].first_ns is None,
+                       p[0].first_ns or 0)
+    )  # fmt: skip
+    return out
+
+
+def _who(rc: RootCause, run: dict[str, Any]) -> str:
+    return (
+        ", ".join(f"rank {r}" for r in rc.ranks) if rc.ranks else _rank_label(run.get("rank"), run["run_id"])
+    )
+
+
+def _timeline(
+    pm: Postmortem, causes: list[tuple[RootCause, dict[str, Any]]], rep: StepReport, capture: Statement | None
+) -> dict[int, str]:
+    """The incident, in time order (log clock); returns the text of each cause's statement by id()."""
+    offset = rep.clock.get("log_offset_ns")
+    events: list[tuple[int | None, int, Statement]] = []
+    texts: dict[int, str] = {}
+    lead = causes[0] if causes else None
+    timed = sorted((c for c in causes if c[0].first_ns is not None), key=lambda c: c[0].first_ns)
+    first = timed[0] if timed else lead
+    for rc, run in causes:
+        st = _cause_statement(rc)
+        who = _who(rc, run)
+        if first is not None and rc is first[0]:
+            label = "First error"
+        elif lead is not None and rc is not lead[0] and set(rc.ranks) != set(lead[0].ranks):
+            label = "Cascade"
+        else:
+            label = "Then"
+        after = ""
+        if (
+            first is not None
+            and rc is not first[0]
+            and rc.first_ns is not None
+            and first[0].first_ns is not None
+        ):
+            after = f", {(rc.first_ns - first[0].first_ns) / 1e9:,.3f} s after the first error"
+        texts[id(rc)] = f"{who}: {st.text}"
+        st.text = f"{_ts(rc.first_ns)} — {label} on {who}{after}: {st.text}"
+        st.evidence.setdefault("figures", {})["run_id"] = run["run_id"]
+        events.append((rc.first_ns, 1, st))
+    for f in rep.failed:
+        if "interrupted" in f.reasons and f.end_ns is not None:
+            at = f.end_ns + offset if offset is not None else None
+            st = Statement(
+                f"{_ts(at)} — {_rank_label(f.rank, f.run_id)}'s capture ends inside step {f.step}: {f.detail}",
+                {"time_range_ns": [f.start_ns, f.end_ns], "figures": {"run_id": f.run_id, "step": f.step,
+                                                                       "clock": "log" if at else "trace"}},
+            )  # fmt: skip
+            events.append((at, 2, st))
+    events.sort(key=lambda e: (e[0] is None, e[0] or 0, e[1]))
+    if capture is not None:
+        pm.what_happened.append(capture)
+    pm.what_happened += [e[2] for e in events]
+    last = max((rc.last_ns for rc, _ in causes if rc.last_ns is not None), default=None)
+    if last is not None:
+        hit = sorted({r for rc, _ in causes for r in rc.ranks})
+        pm.what_happened.append(
+            Statement(
+                f"{_ts(last)} — End: the last flagged log record; {len(hit)} of {len(rep.ranks)} rank(s) logged "
+                "errors",
+                {"time_range_ns": [last, last], "figures": {"ranks_with_errors": hit}},
+            )
+        )
+    return texts
+
+
+def _capture_statement(rep: StepReport, job_name: str) -> Statement | None:
+    starts = [r.capture_start_ns for r in rep.ranks if r.capture_start_ns is not None]
+    ends = [r.capture_end_ns for r in rep.ranks if r.capture_end_ns is not None]
+    if not starts:
+        return None
+    clock = rep.clock.get("basis", "")
+    return Statement(
+        f"{_ts(min(starts))} — Capture of job {job_name}: {len(rep.ranks)} rank(s), trace clock (UTC) "
+        f"{_ts(min(starts))} to {_ts(max(ends))}. Log times: {clock}",
+        {"time_range_ns": [min(starts), max(ends)], "figures": {"clock": rep.clock}},
+    )
+
+
+def _step_time_statements(rows: list[dict[str, Any]], rep: StepReport) -> list[Statement]:
+    ranked = [r for r in rows if r["common_steps_mean_ns"] is not None]
+    if not ranked:
+        return []
+    slow = max(ranked, key=lambda r: r["common_steps_mean_ns"])
+    fast = min(ranked, key=lambda r: r["common_steps_mean_ns"])
+    gap = slow["common_steps_mean_ns"] - fast["common_steps_mean_ns"]
+    pct = 100 * gap / fast["common_steps_mean_ns"] if fast["common_steps_mean_ns"] else 0.0
+    steps = rep.common_steps
+    out = [
+        Statement(
+            f"Step time per rank over the {len(steps)} step(s) every rank completed ({_span(steps)}): slowest "
+            f"{_rank_label(slow['rank'], slow['run_id'])} {slow['common_steps_mean_ns'] / 1e6:,.3f} ms, fastest "
+            f"{_rank_label(fast['rank'], fast['run_id'])} {fast['common_steps_mean_ns'] / 1e6:,.3f} ms "
+            f"(+{gap / 1e6:,.3f} ms, {pct:.2f}%)",
+            {
+                "figures": {
+                    "common_steps": steps,
+                    "slowest_rank": slow["rank"],
+                    "fastest_rank": fast["rank"],
+                    "gap_ns": gap,
+                    "gap_pct": round(pct, 3),
+                    "mean_step_ns_per_rank": {
+                        _rank_label(r["rank"], r["run_id"]): r["common_steps_mean_ns"] for r in ranked
+                    },
+                    "step_source_per_rank": {
+                        _rank_label(r["rank"], r["run_id"]): r["step_source"] for r in ranked
+                    },
+                }
+            },
+        )
+    ]
+    if rep.outliers:
+        out.append(
+            Statement(
+                f"{len(rep.outliers)} step(s) take ≥ 3× the job's median step ({rep.median_ns / 1e6:,.3f} ms): "
+                "slow, not counted as failed (a prefill step can be that long)",
+                {"figures": {"median_ns": rep.median_ns, "outliers": rep.outliers}},
+            )
+        )
+    return out
+
+
+def _span(steps: list[int]) -> str:
+    if not steps:
+        return "none"
+    return f"step {steps[0]}" if len(steps) == 1 else f"steps {steps[0]}–{steps[-1]}"
+
+
+def _device_findings(pm: Postmortem, store: Store, runs: list[dict[str, Any]]) -> list[Finding]:
+    """Every rank's device findings; the impact per category summed over the ranks; the chart of the first."""
+    findings: list[Finding] = []
+    by_cat: dict[str, dict[str, Any]] = {}
+    rank_of = {r["run_id"]: _rank_label(r.get("rank"), r["run_id"]) for r in runs}
+    for run in runs:
+        fs, chart, st = device_story(store, run)
+        if st is not None:
+            st.text = f"{rank_of[run['run_id']]}: {st.text}"
+            pm.what_happened.append(st)
+        if chart and not pm.chart:
+            pm.chart = chart
+        for f in fs:
+            findings.append(f)
+            if f.category == "top_ops" or not f.impact_ns:
+                continue
+            agg = by_cat.setdefault(f.category, {"ns": 0, "per_rank": {}, "largest": f})
+            agg["ns"] += f.impact_ns
+            agg["per_rank"][rank_of[f.run_id]] = agg["per_rank"].get(rank_of[f.run_id], 0) + f.impact_ns
+            if f.impact_ns > agg["largest"].impact_ns:
+                agg["largest"] = f
+    for cat, agg in sorted(by_cat.items(), key=lambda kv: -kv[1]["ns"]):
+        big = agg["largest"]
+        st = _finding_statement(big)
+        per = ", ".join(f"{k} {v / 1e6:,.3f} ms" for k, v in agg["per_rank"].items())
+        st.text = (
+            f"Device time lost — {cat}: {agg['ns'] / 1e6:,.3f} ms over {len(agg['per_rank'])} rank(s) ({per}); "
+            f"largest: {rank_of[big.run_id]}, {big.title}"
+        )
+        st.evidence["figures"] = {
+            **st.evidence["figures"],
+            "total_ns": agg["ns"],
+            "per_rank_ns": agg["per_rank"],
+        }
+        pm.impact.append(st)
+    return findings
+
+
+def build_job_postmortem(store: Store, job_id: int, baseline_run_id: int | None = None) -> Postmortem:
+    runs = job_runs(store, job_id)
+    if not runs:
+        raise ValueError(f"no run in job {job_id}")
+    name = runs[0].get("job") or str(job_id)
+    ranks = sorted({r["rank"] for r in runs if r.get("rank") is not None})
+    scope = f"job {job_id} ({name}, {len(runs)} run(s), rank(s) {', '.join(map(str, ranks)) or '?'})"
+    pm = Postmortem(None, baseline_run_id, scope, "", "", job_id=job_id)
+    rep = step_report(store, runs)
+    pm.clock = rep.clock
+    pm.ranks = rank_table(rep)
+    pm.failed_steps = [f.to_json() for f in rep.failed]
+    pm.outlier_steps = rep.outliers
+    causes = _job_causes(store, runs)
+    texts = _timeline(pm, causes, rep, _capture_statement(rep, name))
+    serious = [rc for rc, _ in causes]
+    pm.impact += failed_step_statements(rep.failed, rep, [r["run_id"] for r in runs])
+    pm.impact += _step_time_statements(pm.ranks, rep)
+    if serious:
+        pm.impact.append(log_count_statement(serious))
+    findings = _device_findings(pm, store, runs)
+    if baseline_run_id is not None:
+        first = next((r for r in runs if r.get("start_ns") is not None), None)
+        if first is None:
+            raise ValueError(f"job {job_id} has no run with device data to compare with the baseline")
+        baseline_story(pm, store, first["run_id"], baseline_run_id)
+        pm.impact[
+            -len(pm.comparison["top_losses"]) - 1
+        ].text += f" ({_rank_label(first.get('rank'), first['run_id'])})"
+    conclude(pm, serious[0] if serious else None, serious, _one_per_category(findings), texts)
+    pm.environment, _, pm.environment_diff = job_environment(store, runs)
+    for d in pm.environment_diff:
+        vals = "; ".join(f"{k}: {v}" for k, v in d["values"].items())
+        pm.contributing.append(
+            Statement(f"Ranks differ in {d['key']} — {vals}", {"figures": d, "from": "environment per rank"})
+        )
+    return pm
+
+
+def _one_per_category(findings: list[Finding]) -> list[Finding]:
+    """The largest finding of each category over the ranks (the impact statements already sum them)."""
+    best: dict[str, Finding] = {}
+    for f in findings:
+        if f.category not in best or f.impact_ns > best[f.category].impact_ns:
+            best[f.category] = f
+    return sorted(best.values(), key=lambda f: -f.impact_ns)
