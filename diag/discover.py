@@ -3,7 +3,9 @@
 A run is one profiling session of one device: the ``*_ascend_pt`` / ``*_ascend_ms`` folder (or the folder
 holding ``ASCEND_PROFILER_OUTPUT`` / ``profiler_info*.json``) a file lives in.  Its identity is the hash of
 its ``profiler_info*.json`` when there is one, so the same run ingested from a folder or from an archive
-of it is stored once.
+of it is stored once.  An msprof (CANN command-line) ``PROF_*`` folder is one run too, with everything under
+it (``mindstudio_profiler_output/``, ``msprof_*.db``, ``device_*/``, ``host/``); inside a ``*_ascend_pt``
+folder it belongs to that folder's run.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from diag import archives
 from diag.errors import DiagError
 
 _RUN_DIR = re.compile(r".*_ascend_(pt|ms)$")
+_PROF_DIR = re.compile(r"^PROF_\d+_\d+_[0-9a-zA-Z]+$")  # msprof's collection folder
 _PROFILER_INFO = re.compile(r"^profiler_info(_\d+)?\.json$")
 _SKIP_DIRS = {"FRAMEWORK", "__MACOSX", ".git"}
 
@@ -135,6 +138,8 @@ def run_root_of(path: Path, stop: Path | None) -> Path:
             break
         if _RUN_DIR.match(parent.name):
             return parent
+        if _PROF_DIR.match(parent.name):
+            return parent.parent if _RUN_DIR.match(parent.parent.name) else parent
         if parent.name == "ASCEND_PROFILER_OUTPUT":
             return parent.parent
         if parent.is_dir() and (parent / "ASCEND_PROFILER_OUTPUT").is_dir():

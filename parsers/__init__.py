@@ -21,6 +21,7 @@ from parsers import (
     cann_log,
     kineto_trace,
     msprof_analysis_db,
+    msprof_csv,
     ncu_csv,
     nsight_report,
     nsys_sqlite,
@@ -44,6 +45,9 @@ PARSERS: tuple[Parser, ...] = (
     ascend_op_statistic.PARSER,
     ascend_api_statistic.PARSER,
     ascend_l2_cache.PARSER,
+    msprof_csv.TASK_TIME_PARSER,  # msprof CLI summaries (op_summary, op/api_statistic: the parsers above)
+    msprof_csv.COMMUNICATION_STATISTIC_PARSER,
+    msprof_csv.STEP_TRACE_PARSER,
     ascend_profiler_db.PARSER,  # SQLite magic + STRING_IDS and TASK / CANN_API / PYTORCH_API
     msprof_analysis_db.PARSER,  # SQLite magic + StepTraceTime / CommAnalyzer* (torch_npu analysis.db)
     nsys_sqlite.PARSER,  # CUDA: SQLite magic + nsys tables

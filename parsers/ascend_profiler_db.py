@@ -72,6 +72,7 @@ TABLES: dict[str, Cols] = {
         "grp": _b("groupName"), "op_type": _b("opType"), "device": _b("deviceId"),
     },
     "MEMCPY_INFO": {"gid": _b("globalTaskId"), "size": _v("size"), "op": _b("memcpyOperation")},
+    "ENUM_MEMCPY_OPERATION": {"id": _b("id"), "name": _v("name")},
     "TASK_PMU_INFO": {"gid": _b("globalTaskId"), "name": _b("name"), "value": ("value", "DOUBLE")},
     **msprof_db_host.TABLES,
 }  # fmt: skip
@@ -189,7 +190,13 @@ def _device(ctx: ParseContext, temps: dict[str, str], result: ParseResult) -> No
     if comm:
         joins += f" LEFT JOIN (SELECT gid, type AS m_type, size AS m_size FROM {comm}) m USING (gid)"
     if memcpy:
-        joins += f" LEFT JOIN (SELECT gid, size AS y_size, op AS y_op FROM {memcpy}) y USING (gid)"
+        ops = temps.get("ENUM_MEMCPY_OPERATION")
+        op = (
+            f"coalesce((SELECT any_value(name) FROM {ops} e WHERE e.id = op), CAST(op AS VARCHAR))"
+            if ops
+            else "op"
+        )
+        joins += f" LEFT JOIN (SELECT gid, size AS y_size, {op} AS y_op FROM {memcpy}) y USING (gid)"
     c_name, c_type, c_op = ("c.c_name", "c.c_type", "c.c_op") if compute else ("NULL",) * 3
     m_gid, m_type, m_size = ("m.gid", "m.m_type", "m.m_size") if comm else ("NULL",) * 3
     y_size, y_op = ("y.y_size", "y.y_op") if memcpy else ("NULL", "NULL")
