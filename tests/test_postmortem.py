@@ -470,3 +470,35 @@ def test_cli_report_job(tmp_path):
     assert proc.returncode != 0 and "no run in job 7" in proc.stderr + proc.stdout
     proc = run_cli("report", "--job", "1", "--run", "1", "--db", str(db))
     assert proc.returncode != 0
+    # the README documents every key of the JSON report, and of a rank row and a failed step
+    from tests.conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    doc = readme[readme.index("`diag report [--run ID | --job ID]") :]
+    doc = doc[: doc.index("\n## ")]
+    keys = set(out) | set(out["ranks"][0]) | set(out["failed_steps"][0]) | set(out["clock"])
+    assert not {k for k in keys if f'"{k}"' not in doc}, (
+        "keys of diag report --format json missing from README"
+    )
+
+
+@pytest.mark.browser
+def test_job_report_html_renders_offline_in_chromium(tmp_path):
+    """The HTML opens in headless Chromium with the network off; the screenshot lands in tmp_path."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("Debian's chromium is not installed")
+    store = _job_store(tmp_path, _incident_job(tmp_path))
+    page = tmp_path / "job.html"
+    page.write_text(to_html(build_postmortem(store, job_id=1)), encoding="utf-8")
+    store.close()
+    shot = tmp_path / "job.png"
+    import subprocess
+
+    proc = subprocess.run(
+        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--proxy-server=127.0.0.1:9",
+         "--proxy-bypass-list=<-loopback>", "--window-size=1200,2400", f"--screenshot={shot}", page.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert shot.is_file() and shot.stat().st_size > 20_000  # a rendered page, not a blank one

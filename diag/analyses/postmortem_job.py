@@ -123,7 +123,7 @@ def _capture_statement(rep: StepReport, job_name: str) -> Statement | None:
     clock = rep.clock.get("basis", "")
     return Statement(
         f"{_ts(min(starts))} — Capture of job {job_name}: {len(rep.ranks)} rank(s), trace clock (UTC) "
-        f"{_ts(min(starts))} to {_ts(max(ends))}. Log times: {clock}",
+        f"{_ts(min(starts))} to {_ts(max(ends))}. Logs against the trace: {clock}",
         {"time_range_ns": [min(starts), max(ends)], "figures": {"clock": rep.clock}},
     )
 
