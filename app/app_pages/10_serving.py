@@ -44,7 +44,7 @@ def _checks(row: dict) -> pd.DataFrame:
                 "figure": c["figure"],
                 "statistic": c.get("statistic"),
                 "value": _r(c["value"]),
-                "limit": _r(c["threshold"]) if c["threshold"] else None,
+                "limit": _r(c["threshold"]),
                 "unit": c["unit"],
                 "verdict": c["verdict"],
                 "margin": _r(c["margin"]),

@@ -195,7 +195,7 @@ def _check(
     higher = extra.pop("higher", False)
     out = {"figure": figure, "value": value, "threshold": threshold, "unit": unit, **extra}
     if value is None or not threshold:
-        out.update(verdict="n/a", margin=None, margin_pct=None)
+        out.update(verdict="n/a", margin=None, margin_pct=None, threshold=threshold or None)
         out.setdefault("detail", "no figure" if value is None else "no threshold set")
         return out
     margin = (value - threshold) if higher else (threshold - value)
