@@ -1,0 +1,191 @@
+"""Cluster findings: slow rank, imbalance, slow link, slow rank transport, and the rank to open next.
+
+Thresholds in rules/thresholds.toml ``[cluster]``; severity from the impact's share of the median rank's total
+step time (``[severity]``, as the device findings).  Used by ``diag.analyses.cluster``.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from diag.analyses.findings import thresholds
+
+
+@dataclass
+class ClusterFinding:
+    category: str  # slow_rank | slow_link | slow_transport | imbalance
+    severity: str  # high | medium | low
+    title: str
+    impact_ns: int
+    impact_pct: float  # of the median rank's total step time
+    rank: int | None
+    evidence: dict[str, Any] = field(default_factory=dict)
+    suggestion: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class OpenNext:
+    rank: int
+    run_id: int
+    why: str
+
+
+def robust_outliers(values: dict[int, float], t: dict[str, Any]) -> dict[int, dict[str, float]]:
+    """Per key: excess over the median (ratio) and the modified z-score; the MAD floored (see thresholds)."""
+    if len(values) < 3:
+        return {}
+    med = statistics.median(values.values())
+    mad = statistics.median(abs(v - med) for v in values.values())
+    mad = max(mad, t["mad_floor_ratio"] * abs(med), 1e-9)
+    return {k: {"median": med, "ratio": (v - med) / med if med else 0.0, "z": 0.6745 * (v - med) / mad}
+            for k, v in values.items()}  # fmt: skip
+
+
+# -- findings ------------------------------------------------------------------------------------------------
+
+
+def _severity(pct: float) -> str:
+    sev = thresholds()["severity"]
+    return "high" if pct >= sev["high_pct"] else "medium" if pct >= sev["medium_pct"] else "low"
+
+
+def _pct(ns: float, ranks: list[dict[str, Any]]) -> float:
+    med = statistics.median(r["step_ns"] for r in ranks) if ranks else 0
+    return 100.0 * ns / med if med else 0.0
+
+
+def pp_stage(meta: dict[int, dict[str, dict]]) -> dict[int, int]:
+    """rank → pipeline stage (its group_rank in its ``pp`` group), where the metadata says."""
+    out = {}
+    for rank, info in meta.items():
+        for g in info.values():
+            if isinstance(g, dict) and g.get("group_name") == "pp" and isinstance(g.get("group_rank"), int):
+                out[rank] = g["group_rank"]
+    return out
+
+
+def _ms(ns: float | None) -> str:
+    return "-" if ns is None else f"{ns / 1e6:.1f} ms"
+
+
+def rank_findings(
+    ranks: list[dict[str, Any]], t: dict[str, Any], stage: dict[int, int]
+) -> list[ClusterFinding]:
+    metric = "computing_ns" if ranks and all(r["computing_ns"] is not None for r in ranks) else "step_ns"
+    stats = robust_outliers({r["rank"]: r[metric] / max(r["steps"], 1) for r in ranks}, t)
+    for r in ranks:
+        s = stats.get(r["rank"])
+        r["vs_median_pct"], r["robust_z"] = (100 * s["ratio"], s["z"]) if s else (None, None)
+    if not stats:
+        return []
+    med = next(iter(stats.values()))["median"]
+    high = [r for r in ranks if stats[r["rank"]]["ratio"] > t["slow_rank_ratio"]]
+    slow = [r for r in high if stats[r["rank"]]["z"] > t["outlier_z"]]
+    what = "computing" if metric == "computing_ns" else "step time"
+    out = [_slow_rank(r, ranks, metric, med, what) for r in slow]
+    if not slow and high and len(high) < len(ranks):
+        out.append(_imbalance(high, ranks, metric, med, what, stage))
+    return out
+
+
+def _peer_wait(ranks: list[dict[str, Any]], rank: int) -> float | None:
+    waits = [r["wait_ns"] for r in ranks if r["rank"] != rank and r.get("wait_ns") is not None]
+    return statistics.median(waits) if waits else None
+
+
+def _slow_rank(r: dict, ranks: list[dict], metric: str, med: float, what: str) -> ClusterFinding:
+    excess = r[metric] - med * r["steps"]
+    peers = _peer_wait(ranks, r["rank"])
+    waited = peers is not None and r.get("wait_ns") is not None and peers > r["wait_ns"]
+    pct = 100 * (r[metric] / r["steps"] - med) / med
+    title = f"Slow rank {r['rank']}: {what} {pct:+.1f}% over the job's median ({_ms(r[metric] / r['steps'])} vs {_ms(med)} per step)"
+    if waited:
+        title += f"; the other ranks wait {_ms(peers - r['wait_ns'])} more at collectives"
+    return ClusterFinding(
+        "slow_rank", _severity(_pct(excess, ranks)), title, round(excess), _pct(excess, ranks), r["rank"],
+        {"rank": r["rank"], "run_id": r["run_id"], "metric": metric, "rank_ns": r[metric], "steps": r["steps"],
+         "median_per_step_ns": med, "excess_ns": round(excess), "excess_pct": pct, "robust_z": r["robust_z"],
+         "rank_wait_ns": r.get("wait_ns"), "peers_median_wait_ns": peers, "peers_wait_for_it": waited},
+        f"Open rank {r['rank']}: its {what} is the job's bottleneck (every synchronous collective waits for it). "
+        "Compare its kernels with a peer's (throttling, a host stall, a different shape or an AI_CPU fallback).",
+    )  # fmt: skip
+
+
+def _imbalance(high, ranks, metric: str, med: float, what: str, stage: dict[int, int]) -> ClusterFinding:
+    top = max(high, key=lambda r: r[metric] / r["steps"])
+    excess = top[metric] - med * top["steps"]
+    ids = sorted(r["rank"] for r in high)
+    low = [r for r in ranks if r["rank"] not in ids]
+    stages = {stage.get(i) for i in ids}
+    pp = stages.pop() if len(stages) == 1 and None not in stages and len(stage) == len(ranks) else None
+    where = f" (pipeline stage {pp})" if pp is not None else ""
+    mean_high = statistics.mean(r[metric] / r["steps"] for r in high)
+    mean_low = statistics.mean(r[metric] / r["steps"] for r in low)
+    names = ", ".join(str(r["rank"]) for r in low)
+    title = (f"{what.capitalize()} imbalance: ranks {', '.join(map(str, ids))}{where} {_ms(mean_high)} per step "
+             f"vs {_ms(mean_low)} on ranks {names} (no single outlier)")  # fmt: skip
+    waits_low = [r["wait_ns"] / r["steps"] for r in low if r.get("wait_ns") is not None]
+    waits_high = [r["wait_ns"] / r["steps"] for r in high if r.get("wait_ns") is not None]
+    if waits_low and waits_high and statistics.mean(waits_low) > statistics.mean(waits_high):
+        title += (f"; ranks {names} wait {_ms(statistics.mean(waits_low))} per step at collectives vs "
+                  f"{_ms(statistics.mean(waits_high))}")  # fmt: skip
+    return ClusterFinding(
+        "imbalance", _severity(_pct(excess, ranks)), title, round(excess), _pct(excess, ranks), top["rank"],
+        {"ranks": ids, "others": [r["rank"] for r in low], "metric": metric, "median_per_step_ns": med,
+         "mean_high_ns": mean_high, "mean_low_ns": mean_low, "ratio": mean_high / mean_low if mean_low else None,
+         "pp_stage": pp, "wait_ns": {r["rank"]: r.get("wait_ns") for r in ranks},
+         "comm_not_overlapped_ns": {r["rank"]: r["comm_not_overlapped_ns"] for r in ranks}},
+        f"The other ranks wait for ranks {', '.join(map(str, ids))}: balance the work (layers per pipeline "
+        f"stage, tokens per rank) or open rank {top['rank']}, the slowest of them.",
+    )  # fmt: skip
+
+
+def link_findings(links, transports, ranks, t) -> list[ClusterFinding]:
+    out = []
+    for x in (x for x in links if x["slow"]):
+        excess = x["transit_ns"] - x["size_bytes"] / x["median_gbps"]
+        dst = x["dst_rank"] if x["dst_rank"] is not None else f"local {x['dst_local']}"
+        out.append(ClusterFinding(
+            "slow_link", _severity(_pct(excess, ranks)),
+            f"Slow link {x['src_rank']}→{dst} ({x['transport']}, {x['label']}): {x['bandwidth_gbps']:.2f} GB/s, "
+            f"{100 * x['ratio']:.0f}% of the median {x['transport']} link ({x['median_gbps']:.2f} GB/s)",
+            round(excess), _pct(excess, ranks), x["src_rank"],
+            {k: x[k] for k in ("group", "label", "src_rank", "dst_rank", "transport", "size_bytes", "transit_ns",
+                               "bandwidth_gbps", "median_gbps", "ratio")} | {"excess_transit_ns": round(excess)},
+            f"Check the {x['transport']} path from rank {x['src_rank']} to {dst} (NIC/port errors, link "
+            "speed, HCCL_RDMA_TC/SL, a shared switch); its extra transit time holds up the whole group.",
+        ))  # fmt: skip
+    explained = {(x["src_rank"], x["transport"]) for x in links if x["slow"]}
+    for x in transports:
+        if (x["ratio"] is None or x["ratio"] >= t["slow_link_ratio"] or x["size_bytes"] < t["min_link_bytes"]
+                or (x["compared"] or 0) < 3 or (x["rank"], x["transport"]) in explained):  # fmt: skip
+            continue
+        excess = x["transit_ns"] - x["size_bytes"] / x["median_gbps"]
+        out.append(ClusterFinding(
+            "slow_transport", _severity(_pct(excess, ranks)),
+            f"Rank {x['rank']} moves {x['transport']} data at {x['bandwidth_gbps']:.2f} GB/s, {100 * x['ratio']:.0f}% "
+            f"of the other ranks' median ({x['median_gbps']:.2f} GB/s)",
+            round(excess), _pct(excess, ranks), x["rank"], dict(x) | {"excess_transit_ns": round(excess)},
+            f"Check rank {x['rank']}'s {x['transport']} links (communication_matrix) and its NIC/HCCS ports.",
+        ))  # fmt: skip
+    return out
+
+
+def open_next(findings: list[ClusterFinding], ranks: list[dict[str, Any]]) -> OpenNext | None:
+    run_of = {r["rank"]: r["run_id"] for r in ranks}
+    for f in findings:
+        if f.rank in run_of:
+            return OpenNext(f.rank, run_of[f.rank], f.title)
+    if not ranks:
+        return None
+    top = max(ranks, key=lambda r: r["step_ns"] / max(r["steps"], 1))
+    return OpenNext(
+        top["rank"],
+        top["run_id"],
+        f"No outlier; the longest step time ({_ms(top['mean_step_ns'])} per step).",
+    )
