@@ -340,6 +340,28 @@ def _workload_warnings(a: dict[str, Any], b: dict[str, Any], tol: float) -> list
     return warnings
 
 
+HEADLINE = {
+    "output_throughput_tps": "output throughput",
+    "ttft_mean_ms": "TTFT mean",
+    "ttft_p99_ms": "TTFT p99",
+    "tpot_mean_ms": "TPOT mean",
+    "tpot_p99_ms": "TPOT p99",
+}
+SIDE_KEYS = (
+    *("serving_id", "label", "file", "platform", "hardware", "model", "dataset", "tool", "max_concurrency"),
+    *("request_rate_rps", "input_tokens_mean", "output_tokens_mean", "successful_requests", "linked_runs"),
+)
+
+
+def _figure(a: dict[str, Any], b: dict[str, Any], col: str, unit: str, better: str, gap: float) -> dict:
+    va, vb = a.get(col), b.get(col)
+    ratio = va / vb if va is not None and vb else None
+    gap_pct = None if ratio is None else 100 * (ratio - 1)
+    worse = gap_pct is not None and (gap_pct < -gap if better == "higher" else gap_pct > gap)
+    return {"figure": col, "unit": unit, "better": better, "a": va, "b": vb, "ratio": ratio, "gap_pct": gap_pct,
+            "worse": worse}  # fmt: skip
+
+
 def compare_serving(
     con: duckdb.DuckDBPyConnection | Store,
     serving_a: int,
@@ -354,66 +376,20 @@ def compare_serving(
         raise KeyError(f"no serving run {missing[0]}")
     a, b = by_id[serving_a], by_id[serving_b]
     cfg = rules.get("compare", {})
-    gap, tol = cfg.get("gap_pct", 5.0), cfg.get("workload_tolerance_pct", 10.0)
-    figures, headline = [], []
-    for col, unit, better in COMPARED:
-        va, vb = a.get(col), b.get(col)
-        ratio = va / vb if va is not None and vb else None
-        gap_pct = None if ratio is None else 100 * (ratio - 1)
-        worse = gap_pct is not None and (gap_pct < -gap if better == "higher" else gap_pct > gap)
-        figures.append(
-            {
-                "figure": col,
-                "unit": unit,
-                "better": better,
-                "a": va,
-                "b": vb,
-                "ratio": ratio,
-                "gap_pct": gap_pct,
-                "worse": worse,
-            }
-        )
-        if worse and col in (
-            "output_throughput_tps",
-            "ttft_p99_ms",
-            "tpot_p99_ms",
-            "ttft_mean_ms",
-            "tpot_mean_ms",
-        ):
-            name = (
-                col.removesuffix("_ms")
-                .replace("_", " ")
-                .upper()
-                .replace("MEAN", "mean")
-                .replace("P99", "p99")
-            )
-            headline.append(
-                f"A reaches {100 * ratio:.0f}% of B's output throughput"
-                if better == "higher"
-                else f"{name}: A {gap_pct:+.0f}% against B"
-            )
-    keep = (
-        "serving_id",
-        "label",
-        "file",
-        "platform",
-        "hardware",
-        "model",
-        "dataset",
-        "tool",
-        "max_concurrency",
-        "request_rate_rps",
-        "input_tokens_mean",
-        "output_tokens_mean",
-        "successful_requests",
-        "linked_runs",
-    )
+    figures = [_figure(a, b, *spec, cfg.get("gap_pct", 5.0)) for spec in COMPARED]
+    headline = [
+        f"A reaches {100 * f['ratio']:.0f}% of B's output throughput"
+        if f["better"] == "higher"
+        else f"{HEADLINE[f['figure']]}: A {f['gap_pct']:+.0f}% against B"
+        for f in figures
+        if f["worse"] and f["figure"] in HEADLINE
+    ]
     return {
-        "a": {k: a[k] for k in keep},
-        "b": {k: b[k] for k in keep},
+        "a": {k: a[k] for k in SIDE_KEYS},
+        "b": {k: b[k] for k in SIDE_KEYS},
         "figures": figures,
         "headline": headline,
-        "warnings": _workload_warnings(a, b, tol),
+        "warnings": _workload_warnings(a, b, cfg.get("workload_tolerance_pct", 10.0)),
     }
 
 
