@@ -135,8 +135,9 @@ class AscendProfilerDbParser:
         result = ParseResult()
         plan = [(t, self._cols(ex, t, c), "") for t, c in TABLES.items() if t in ex.columns]
         stager = Stager(ctx.path, ex, ctx, plan)
+        temps: dict[str, str] = {}
         try:
-            temps = {t: stager.load(t) for t, _, _ in plan}
+            temps.update({t: stager.load(t) for t, _, _ in plan})
             q(ctx.con, f"CREATE OR REPLACE TEMP TABLE _adb_str AS SELECT * FROM {temps['STRING_IDS']}")
             msprof_db_host.resolve_strings(ctx.con, temps)
             if "TASK" in temps:
@@ -144,10 +145,13 @@ class AscendProfilerDbParser:
             msprof_db_host.load(ctx, temps, result)
             _run_info(ctx, ex)
         finally:
+            with contextlib.suppress(duckdb.Error):  # an aborted transaction takes its temp tables with it
+                for view in ("_adb_task", *(t for t in temps.values() if t.endswith("_s"))):
+                    q(ctx.con, f"DROP VIEW IF EXISTS {view}")
             stager.close()
             src.close()
-            with contextlib.suppress(duckdb.Error):  # an aborted transaction takes its temp tables with it
-                for t in ("_adb_str", "_adb_task", "_adb_steps", "_adb_pmu", "_adb_stack"):
+            with contextlib.suppress(duckdb.Error):
+                for t in ("_adb_str", "_adb_steps", "_adb_pmu", "_adb_stack"):
                     q(ctx.con, f"DROP TABLE IF EXISTS {t}")
         return result
 
@@ -163,16 +167,18 @@ class AscendProfilerDbParser:
 def _device(ctx: ParseContext, temps: dict[str, str], result: ParseResult) -> None:
     con, run, file = ctx.con, ctx.run_id, ctx.file_id
     task = temps["TASK"]
-    q(
+    q(  # FFTS+ parents: no context id, sub-tasks with one on the same stream and task id inside their span
         con,
-        f"""CREATE OR REPLACE TEMP TABLE _adb_task AS
-        WITH parents AS (
-            SELECT DISTINCT p.gid FROM {task} p JOIN {task} c
+        f"""DELETE FROM {task} WHERE gid IN (
+            SELECT p.gid FROM {task} p JOIN {task} c
               ON c.device = p.device AND c.stream = p.stream AND c.task = p.task AND c.gid <> p.gid
              AND coalesce(c.ctx, {NO_ID}) <> {NO_ID} AND c.start BETWEEN p.start AND p."end"
-            WHERE coalesce(p.ctx, {NO_ID}) = {NO_ID})
-        SELECT t.*, ty.value AS type_name FROM {task} t LEFT JOIN _adb_str ty ON ty.id = t.type
-        WHERE t.gid NOT IN (SELECT gid FROM parents)""",
+            WHERE coalesce(p.ctx, {NO_ID}) = {NO_ID})""",
+    )
+    q(
+        con,
+        f"""CREATE OR REPLACE TEMP VIEW _adb_task AS
+        SELECT t.*, ty.value AS type_name FROM {task} t LEFT JOIN _adb_str ty ON ty.id = t.type""",
     )
     steps = temps.get("STEP_TIME")
     q(
@@ -200,9 +206,7 @@ def _device(ctx: ParseContext, temps: dict[str, str], result: ParseResult) -> No
     c_name, c_type, c_op = ("c.c_name", "c.c_type", "c.c_op") if compute else ("NULL",) * 3
     m_gid, m_type, m_size = ("m.gid", "m.m_type", "m.m_size") if comm else ("NULL",) * 3
     y_size, y_op = ("y.y_size", "y.y_op") if memcpy else ("NULL", "NULL")
-    n = q(
-        con,
-        f"""INSERT INTO device_tasks (run_id, file_id, source, stream, stream_id, task_kind, task_type, name,
+    sql = f"""INSERT INTO device_tasks (run_id, file_id, source, stream, stream_id, task_kind, task_type, name,
                op_type, start_ns, dur_ns, hw_task_id, connection_id, memcpy_bytes, memcpy_direction)
         SELECT {run}, {file}, 'db', 'Stream ' || t.stream, t.stream,
                CASE WHEN {m_gid} IS NOT NULL THEN 'COMM_TASK'
@@ -210,9 +214,9 @@ def _device(ctx: ParseContext, temps: dict[str, str], result: ParseResult) -> No
                t.type_name, coalesce(nullif({c_name}, 'N/A'), {m_type}, t.type_name), nullif({c_op}, 'N/A'),
                t.start, t."end" - t.start, t.task, t.conn,
                TRY_CAST(coalesce({y_size}, {m_size}) AS BIGINT), CAST({y_op} AS VARCHAR)
-        FROM _adb_task t {joins}""",
-    )[0][0]
-    result.add("device_tasks", n)
+        FROM _adb_task t {joins} WHERE t.gid >= $lo AND t.gid < $hi"""
+    for lo, hi in _chunks(con, task):  # bounded joins: the ingest runs under a small memory limit
+        result.add("device_tasks", q(con, sql, {"lo": lo, "hi": hi})[0][0])
     if "COMMUNICATION_OP" in temps:
         op = temps["COMMUNICATION_OP"]
         n = q(
@@ -225,6 +229,17 @@ def _device(ctx: ParseContext, temps: dict[str, str], result: ParseResult) -> No
         )[0][0]
         result.add("device_tasks", n)
     _kernels(ctx, temps, result)
+
+
+CHUNK = 250_000
+
+
+def _chunks(con: duckdb.DuckDBPyConnection, table: str) -> list[tuple[int, int]]:
+    """globalTaskId ranges of about CHUNK tasks (at least one range, so that once-only parts run)."""
+    lo, hi = q(con, f"SELECT min(gid), max(gid) FROM {table}")[0]
+    if lo is None:
+        return [(0, 0)]
+    return [(a, a + CHUNK) for a in range(int(lo), int(hi) + 1, CHUNK)]
 
 
 def pmu_label(name: str) -> tuple[str, float]:
@@ -255,11 +270,9 @@ def _kernels(ctx: ParseContext, temps: dict[str, str], result: ParseResult) -> N
         comm_ops = f"""UNION ALL
             SELECT NULL, coalesce(o.device, (SELECT min(device) FROM _adb_task)), NULL, NULL, NULL,
                    o.name, o.op_type, NULL, 'COMMUNICATION', o.start, o."end" - o.start,
-                   NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM {op} o"""
+                   NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM {op} o WHERE $first"""
     sh = "NULLIF(trim(nullif({}, 'N/A'), '\"'), '')"
-    n = q(
-        con,
-        f"""INSERT INTO kernels (run_id, file_id, step, device_id, model_id, hw_task_id, stream_id, name, op_type,
+    sql = f"""INSERT INTO kernels (run_id, file_id, step, device_id, model_id, hw_task_id, stream_id, name, op_type,
                op_state, accelerator_core, task_kind, start_ns, dur_ns, wait_ns, block_dim, mix_block_dim,
                hf32_eligible, input_shapes, input_dtypes, input_formats, output_shapes, output_dtypes,
                output_formats, context_id, pmu_values)
@@ -270,18 +283,28 @@ def _kernels(ctx: ParseContext, temps: dict[str, str], result: ParseResult) -> N
                    c.in_dtypes AS in_dtypes, c.in_formats AS in_formats,
                    c.out_shapes AS out_shapes, c.out_dtypes AS out_dtypes,
                    c.out_formats AS out_formats, t.ctx
-            FROM {compute} c JOIN {temps["TASK"]} t USING (gid)
+            FROM {compute} c JOIN {temps["TASK"]} t USING (gid) WHERE c.gid >= $lo AND c.gid < $hi
             {comm_ops})
         SELECT {run}, {file}, st.step,
                k.device, nullif(k.model, {NO_ID}), k.task, k.stream, k.name, nullif(k.op_type, 'N/A'),
                nullif(k.op_state, 'N/A'), nullif(k.core, 'N/A'), {task_kind("k.core")}, k.start, k.dur,
-               greatest(0, k.start - coalesce(lag(k.start + k.dur) OVER (ORDER BY k.start, k.name), k.start)),
+               NULL,
                k.block, k.mix_block, nullif(k.hf32, 'N/A'), {sh.format("k.in_shapes")}, nullif(k.in_dtypes, 'N/A'),
                nullif(k.in_formats, 'N/A'), {sh.format("k.out_shapes")}, nullif(k.out_dtypes, 'N/A'),
                nullif(k.out_formats, 'N/A'), CAST(nullif(k.ctx, {NO_ID}) AS VARCHAR), {pmu_sql}
-        FROM k LEFT JOIN _adb_steps st ON k.start BETWEEN st.start AND st."end" {pmu_join}""",
-    )[0][0]
-    result.add("kernels", n)
+        FROM k LEFT JOIN _adb_steps st ON k.start BETWEEN st.start AND st."end" {pmu_join}"""
+    for i, (lo, hi) in enumerate(_chunks(con, temps["TASK"])):
+        params = {"lo": lo, "hi": hi} | ({"first": i == 0} if comm_ops else {})
+        result.add("kernels", q(con, sql, params)[0][0])
+    # kernel_details' Wait Time: gap to the previous row's end, device-wide, in start order (on a narrow
+    # projection: a window over the full rows would hold them all in memory)
+    q(
+        con,
+        f"""UPDATE kernels SET wait_ns = w.wait FROM (
+            SELECT rowid AS rid, greatest(0, start_ns - coalesce(lag(start_ns + dur_ns) OVER (ORDER BY start_ns, rowid),
+                   start_ns)) AS wait FROM kernels WHERE file_id = {file}) w
+        WHERE kernels.rowid = w.rid""",
+    )
     if names:
         q(con, "INSERT INTO pmu_columns (run_id, file_id, names) VALUES (?, ?, ?)", [run, file, names])
 

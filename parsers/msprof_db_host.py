@@ -86,7 +86,10 @@ RESOLVE: dict[str, tuple[str, ...]] = {
 
 
 def resolve_strings(con, temps: dict[str, str]) -> None:  # noqa: ANN001
-    """Replace, in each staged table of RESOLVE, the id columns by their strings (into ``<temp>_s``)."""
+    """Views ``<temp>_s`` of the staged tables of RESOLVE with the id columns as their strings.
+
+    Views, not tables: the joins then run inside each INSERT, streaming, instead of materialising wide string
+    rows (1M tasks × 11 strings) in the ingest's memory limit."""
     for table, ids in RESOLVE.items():
         if table not in temps:
             continue
@@ -101,7 +104,7 @@ def resolve_strings(con, temps: dict[str, str]) -> None:  # noqa: ANN001
                 sel.append(f'x."{c}"')
         q(
             con,
-            f"CREATE OR REPLACE TEMP TABLE {temp}_s AS SELECT {', '.join(sel)} FROM {temp} x {' '.join(joins)}",
+            f"CREATE OR REPLACE TEMP VIEW {temp}_s AS SELECT {', '.join(sel)} FROM {temp} x {' '.join(joins)}",
         )
         temps[table] = f"{temp}_s"
 
