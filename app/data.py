@@ -13,6 +13,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from diag.analyses import cluster as cluster_analysis
 from diag.analyses import compare as compare_analysis
 from diag.analyses import cpu_fallback, log_diagnosis, postmortem_notes, stall_breakdown
 from diag.analyses import findings as findings_analysis
@@ -90,6 +91,24 @@ def log_lines(fp: str, refs: tuple[int, ...]) -> list[dict]:
     return log_diagnosis.records_by_ref(store(), list(refs))
 
 
+@st.cache_data(show_spinner=False, max_entries=16)
+def jobs(fp: str) -> list[dict]:
+    """Jobs with their run and rank counts, most ranks first."""
+    return cluster_analysis.list_jobs(store())
+
+
+@st.cache_data(show_spinner="Analysing the job's ranks…", max_entries=16)
+def cluster(fp: str, job_id: int) -> cluster_analysis.ClusterView:
+    return cluster_analysis.cluster_view(store(), job_id)
+
+
+def open_run(run_id: int) -> None:
+    """Select a run for the other pages (their run pickers start from it)."""
+    st.session_state["run_id"] = run_id
+    st.session_state["step"] = None
+    st.session_state["tl_run"] = run_id
+
+
 @st.cache_data(show_spinner=False, max_entries=32)
 def comparison(fp: str, run_a: int, run_b: int) -> compare_analysis.Comparison:
     return compare_analysis.compare(store(), run_a, run_b)
@@ -107,7 +126,9 @@ def notes(run_id: int | None = None, job_id: int | None = None) -> dict[str, str
     return postmortem_notes.load_notes(store(), run_id, job_id)
 
 
-def save_notes(values: dict[str, str], run_id: int | None = None, job_id: int | None = None) -> dict[str, str]:
+def save_notes(
+    values: dict[str, str], run_id: int | None = None, job_id: int | None = None
+) -> dict[str, str]:
     """Save a postmortem's free text with its run / job (a write: under the write lock)."""
     with _write_lock():
         return postmortem_notes.save_notes(store(), values, run_id, job_id)

@@ -28,6 +28,7 @@ PAGES = [
     st.Page("app_pages/08_compare.py", title="Ascend vs CUDA", icon=":material/compare_arrows:"),
     st.Page("app_pages/09_postmortem.py", title="Postmortem", icon=":material/description:"),
     st.Page("app_pages/10_serving.py", title="Serving acceptance", icon=":material/speed:"),
+    st.Page("app_pages/11_cluster.py", title="Cluster", icon=":material/grid_view:"),
 ]
 
 page = st.navigation(PAGES)

@@ -323,8 +323,9 @@ def generate(
     pids = [rng.randrange(100_000, 4_000_000) for _ in range(ranks)]
     dirs = [_write_rank(out, r, tp, ranks, groups, per_rank[r], pids[r]) for r in range(ranks)]
     truth = _truth(ranks, tp, steps, groups, of_rank, recs, per_rank, slow_rank, slow_factor, slow, dirs)
-    (out / "ground_truth.json").write_text(json.dumps(truth, indent=2), encoding="utf-8")
-    return truth
+    text = json.dumps(truth, indent=2)
+    (out / "ground_truth.json").write_text(text, encoding="utf-8")
+    return json.loads(text)  # as a reader of ground_truth.json sees it (string keys)
 
 
 def _truth(ranks, tp, steps, groups, of_rank, recs, per_rank, slow_rank, slow_factor, slow, dirs) -> dict:

@@ -1,0 +1,218 @@
+"""Plotly figures and tables of a multi-rank job (diag.analyses.cluster.ClusterView). No SQL, no parsing."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from diag.analyses.cluster import ClusterView
+
+STEP_METRICS = {
+    "step time": "step_ns",
+    "computing": "computing_ns",
+    "communication not overlapped": "comm_not_overlapped_ns",
+    "free": "free_ns",
+}
+BREAKDOWN = (
+    ("computing_ns", "Computing", "#1f77b4"),
+    ("comm_not_overlapped_ns", "Communication (not overlapped)", "#9467bd"),
+    ("free_ns", "Free", "#bdbdbd"),
+)
+_PX_PER_RANK = 14
+
+
+def _height(n: int) -> int:
+    return max(260, min(1400, 120 + n * _PX_PER_RANK))
+
+
+def step_heatmap(view: ClusterView, metric: str = "step_ns") -> go.Figure:
+    """Rank × step, ms; a slow rank is a bright row, a slow step a bright column."""
+    df = pd.DataFrame(view.steps)
+    fig = go.Figure()
+    if df.empty or df[metric].isna().all():
+        return fig
+    grid = df.pivot_table(index="rank", columns="step", values=metric, aggfunc="sum") / 1e6
+    fig.add_trace(
+        go.Heatmap(
+            z=grid.values,
+            x=[str(s) for s in grid.columns],
+            y=[str(r) for r in grid.index],
+            colorscale="YlOrRd",
+            colorbar=dict(title="ms"),
+            hovertemplate="rank %{y}, step %{x}: %{z:.3f} ms<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        height=_height(len(grid.index)),
+        margin=dict(l=10, r=10, t=30, b=10),
+        xaxis=dict(title="step", type="category"),
+        yaxis=dict(title="rank", type="category", autorange="reversed"),
+    )
+    return fig
+
+
+def rank_breakdown_figure(view: ClusterView) -> go.Figure:
+    """Per rank, ms per step: computing, communication not overlapped, free (they sum to the step time)."""
+    df = pd.DataFrame(view.ranks)
+    fig = go.Figure()
+    if df.empty:
+        return fig
+    steps = df["steps"].clip(lower=1)
+    for col, label, color in BREAKDOWN:
+        if df[col].isna().all():
+            continue
+        fig.add_trace(
+            go.Bar(
+                name=label,
+                x=df["rank"].astype(str),
+                y=df[col].fillna(0) / steps / 1e6,
+                marker_color=color,
+                hovertemplate=f"rank %{{x}}: %{{y:.3f}} ms per step ({label})<extra></extra>",
+            )
+        )
+    if df["computing_ns"].isna().all():  # no step_trace: the ProfilerStep spans only
+        fig.add_trace(go.Bar(name="step", x=df["rank"].astype(str), y=df["step_ns"] / steps / 1e6))
+    fig.update_layout(
+        barmode="stack",
+        height=360,
+        margin=dict(l=10, r=10, t=30, b=10),
+        xaxis=dict(title="rank", type="category"),
+        yaxis=dict(title="ms per step"),
+        legend=dict(orientation="h", y=1.1),
+    )
+    return fig
+
+
+def ranks_frame(view: ClusterView) -> pd.DataFrame:
+    rows = []
+    for r in view.ranks:
+        n = max(r["steps"], 1)
+        rows.append(
+            {
+                "rank": r["rank"],
+                "run": r["run_id"],
+                "steps": r["steps"],
+                "step ms": r["step_ns"] / n / 1e6,
+                "computing ms": None if r["computing_ns"] is None else r["computing_ns"] / n / 1e6,
+                "comm not overlapped ms": None
+                if r["comm_not_overlapped_ns"] is None
+                else r["comm_not_overlapped_ns"] / n / 1e6,
+                "wait ms": None if r.get("wait_ns") is None else r["wait_ns"] / n / 1e6,
+                "transit ms": None if r.get("transit_ns") is None else r["transit_ns"] / n / 1e6,
+                "vs median %": r["vs_median_pct"],
+                "robust z": r["robust_z"],
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def groups_frame(view: ClusterView) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {
+                "group": g["label"],
+                "id": g["group"],
+                "ranks": len(g["members"]),
+                "members": ", ".join(map(str, g["members"][:16])) + (" …" if len(g["members"]) > 16 else ""),
+                "ops": g["ops"],
+                "wait ms": g["wait_ns"] / 1e6,
+                "transit ms": g["transit_ns"] / 1e6,
+                "wait share %": 100 * g["wait_ratio"],
+                "least waiting rank": g["least_waiting_rank"],
+            }
+            for g in view.groups
+        ]
+    )
+
+
+def group_wait_figure(group: dict) -> go.Figure:
+    """One communication group: wait vs transit per member rank (the rank that waits least is the one waited for)."""
+    df = pd.DataFrame(group["ranks"])
+    fig = go.Figure()
+    for col, label, color in (("transit_ns", "transit", "#2ca02c"), ("wait_ns", "wait", "#d62728")):
+        fig.add_trace(
+            go.Bar(
+                name=label,
+                x=df["rank"].astype(str),
+                y=df[col].fillna(0) / 1e6,
+                marker_color=color,
+                hovertemplate=f"rank %{{x}}: %{{y:.3f}} ms {label}<extra></extra>",
+            )
+        )
+    fig.update_layout(
+        barmode="stack",
+        height=320,
+        margin=dict(l=10, r=10, t=30, b=10),
+        xaxis=dict(title="rank", type="category"),
+        yaxis=dict(title="ms (whole capture)"),
+        legend=dict(orientation="h", y=1.12),
+    )
+    return fig
+
+
+def link_heatmap(view: ClusterView, transport: str) -> go.Figure:
+    """src × dst bandwidth (GB/s) of the links of one transport that moved enough bytes to compare."""
+    df = pd.DataFrame([x for x in view.links if x["transport"] == transport and x["compared_ok"]])
+    fig = go.Figure()
+    if df.empty or df["dst_rank"].isna().all():
+        return fig
+    df = df.dropna(subset=["dst_rank"])
+    grid = df.pivot_table(index="src_rank", columns="dst_rank", values="bandwidth_gbps", aggfunc="min")
+    median = float(df["median_gbps"].iloc[0])
+    fig.add_trace(
+        go.Heatmap(  # 0 → the median in red → green, so that jitter around the median stays one colour
+            z=grid.values,
+            zmin=0,
+            zmax=max(median * 1.1, float(df["bandwidth_gbps"].max())),
+            x=[str(int(c)) for c in grid.columns],
+            y=[str(int(r)) for r in grid.index],
+            colorscale="RdYlGn",
+            colorbar=dict(title="GB/s"),
+            hovertemplate="%{y} → %{x}: %{z:.2f} GB/s<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        height=_height(len(grid.index)),
+        margin=dict(l=10, r=10, t=30, b=10),
+        xaxis=dict(title="destination rank", type="category"),
+        yaxis=dict(title="source rank", type="category", autorange="reversed"),
+    )
+    return fig
+
+
+def links_frame(view: ClusterView, transport: str | None = None) -> pd.DataFrame:
+    rows = [x for x in view.links if transport is None or x["transport"] == transport]
+    return pd.DataFrame(
+        [
+            {
+                "slow": "⚠" if x["slow"] else "",
+                "src": x["src_rank"],
+                "dst": x["dst_rank"] if x["dst_rank"] is not None else f"local {x['dst_local']}",
+                "transport": x["transport"],
+                "group": x["label"],
+                "MB": x["size_bytes"] / 1e6,
+                "transit ms": x["transit_ns"] / 1e6,
+                "GB/s": x["bandwidth_gbps"],
+                "median GB/s": x["median_gbps"],
+                "vs median %": None if x["ratio"] is None else 100 * x["ratio"],
+            }
+            for x in rows
+        ]
+    )
+
+
+def transports_frame(view: ClusterView) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {
+                "rank": x["rank"],
+                "transport": x["transport"],
+                "MB": x["size_bytes"] / 1e6,
+                "transit ms": x["transit_ns"] / 1e6,
+                "GB/s": x["bandwidth_gbps"],
+                "median GB/s": x["median_gbps"],
+                "vs median %": None if x["ratio"] is None else 100 * x["ratio"],
+            }
+            for x in view.transports
+        ]
+    )
