@@ -32,12 +32,17 @@ def step_heatmap(view: ClusterView, metric: str = "step_ns") -> go.Figure:
     if df.empty or df[metric].isna().all():
         return fig
     grid = df.pivot_table(index="rank", columns="step", values=metric, aggfunc="sum") / 1e6
+    values = grid.stack()
+    median = float(values.median())
+    spread = max(0.1 * abs(median), float((values - median).abs().max()))  # jitter stays pale: ±10% at least
     fig.add_trace(
-        go.Heatmap(
+        go.Heatmap(  # blue below the job's median, red above
             z=grid.values,
             x=[str(s) for s in grid.columns],
             y=[str(r) for r in grid.index],
-            colorscale="YlOrRd",
+            colorscale="RdBu_r",
+            zmin=median - spread,
+            zmax=median + spread,
             colorbar=dict(title="ms"),
             hovertemplate="rank %{y}, step %{x}: %{z:.3f} ms<extra></extra>",
         )

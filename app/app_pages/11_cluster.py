@@ -72,7 +72,7 @@ tab_steps, tab_ranks, tab_groups, tab_links = st.tabs(["Step time", "Per rank", 
 with tab_steps:
     st.caption(
         "In a synchronous job every rank's step time is about the same: the rank the others wait for shows in "
-        "*computing*, the ranks that wait in *communication not overlapped*."
+        "*computing*, the ranks that wait in *communication not overlapped*. Blue is below the job's median, red above (the scale spans at least ±10 %)."
     )
     metric = st.radio("Show", list(cw.STEP_METRICS), horizontal=True, key="cluster_metric")
     st.plotly_chart(cw.step_heatmap(view, cw.STEP_METRICS[metric]), width="stretch")
