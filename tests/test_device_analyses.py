@@ -137,7 +137,7 @@ def test_breakdown_agrees_with_every_corpus_step_trace(corpus, tmp_path):
                 if r["metric"] != "Communication":
                     assert abs(r["diff_pct"]) <= 1.0, (source, r)
             checked += 1
-    assert checked == 6  # text level0, level1 ×2, level2; st/level2 ranks 0 and 2
+    assert checked == 9  # text level0, level1 ×2, level2; st/level2 ranks 0 and 2; db level0, level1, level2
     store.close()
 
 
