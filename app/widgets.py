@@ -312,3 +312,27 @@ def compare_overall_frame(cmp) -> pd.DataFrame:  # noqa: ANN001
             for o in cmp.overall
         ]
     )
+
+
+def serving_comparison_frame(cmp: dict) -> pd.DataFrame:
+    """Serving figures of A and B side by side (diag.analyses.serving.compare_serving), worse ones marked."""
+
+    def r(v: float | None, digits: int) -> float | None:
+        return None if v is None else round(v, digits)
+
+    return pd.DataFrame(
+        [
+            {
+                "figure": f["figure"],
+                "unit": f["unit"],
+                "better": f["better"],
+                "A": f["a"],
+                "B": f["b"],
+                "A/B": r(f["ratio"], 3),
+                "gap %": r(f["gap_pct"], 1),
+                "worse": "yes" if f["worse"] else "",
+            }
+            for f in cmp["figures"]
+            if f["a"] is not None or f["b"] is not None
+        ]
+    )

@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from diag.analyses.postmortem import Postmortem
+from diag.analyses.postmortem_serving import check_text
 
 MAX_ROWS = 20  # rows per table / statements per section
 MAX_EVIDENCE_CHARS = 2000  # JSON evidence shown per statement
@@ -111,6 +112,7 @@ def to_markdown(pm: Postmortem) -> str:
                 f"| {ratio} | {c['delta_per_step_ms']:.3f} |"
             ]
         out += [""]
+    out += _serving_md(pm)
     out += _md_ranks(pm)
     out += ["## Environment", ""]
     for d in pm.environment_diff:
@@ -133,6 +135,76 @@ def to_markdown(pm: Postmortem) -> str:
     if notes.get("updated_at"):
         out += [f"_Notes saved {md_escape(notes['updated_at'])} UTC._", ""]
     return "\n".join(out)
+
+
+SERVING_COLUMNS = ("serving run", "platform", "hardware", "concurrency", "TTFT p99 (ms)", "TPOT p99 (ms)",
+                   "output tok/s", "verdict", "failed checks")  # fmt: skip
+SERVING_COMPARE_COLUMNS = ("figure", "this deployment", "baseline", "ratio", "gap")
+
+
+def _num(v: Any) -> str:
+    if v is None:
+        return "-"
+    return f"{int(v):,}" if isinstance(v, int) else f"{v:,.2f}"
+
+
+def _serving_rows(pm: Postmortem) -> list[list[str]]:
+    return [
+        [str(r["label"]), str(r["platform"] or "?"), str(r["hardware"] or "?"), _num(r["max_concurrency"]),
+         _num(r["ttft_p99_ms"]), _num(r["tpot_p99_ms"]), _num(r["output_throughput_tps"]), str(r["verdict"]),
+         "; ".join(check_text(c) for c in r["checks"] or [] if c["verdict"] == "fail") or "-"]
+        for r in pm.serving[:MAX_ROWS]
+    ]  # fmt: skip
+
+
+def _serving_compare_rows(pm: Postmortem) -> list[list[str]]:
+    cmp = pm.serving_comparison or {}
+    return [
+        [f"{f['figure']} ({f['unit']})", _num(f["a"]), _num(f["b"]), _num(f["ratio"]),
+         "-" if f["gap_pct"] is None else f"{f['gap_pct']:+.1f}%" + (" ⚠" if f["worse"] else "")]
+        for f in cmp.get("figures", []) if f["a"] is not None or f["b"] is not None
+    ]  # fmt: skip
+
+
+def _md_table(columns: tuple[str, ...], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    return out + ["| " + " | ".join(md_escape(c) for c in row) + " |" for row in rows]
+
+
+def _html_table(columns: tuple[str, ...], rows: list[list[str]]) -> str:
+    head = "<tr>" + "".join(f"<th>{_e(c)}</th>" for c in columns) + "</tr>"
+    return (
+        "<table>"
+        + head
+        + "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in r) + "</tr>" for r in rows)
+        + "</table>"
+    )
+
+
+def _serving_md(pm: Postmortem) -> list[str]:
+    out: list[str] = []
+    if pm.serving:
+        out += (
+            ["## Serving figures (same deployment)", ""]
+            + _md_table(SERVING_COLUMNS, _serving_rows(pm))
+            + [""]
+        )
+    if pm.serving_comparison:
+        out += ["## Serving against the baseline deployment", ""]
+        out += [f"- ⚠ {md_escape(w)}" for w in pm.serving_comparison["warnings"]] + [""]
+        out += _md_table(SERVING_COMPARE_COLUMNS, _serving_compare_rows(pm)) + [""]
+    return out
+
+
+def _serving_html(pm: Postmortem) -> list[str]:
+    out: list[str] = []
+    if pm.serving:
+        out += ["<h2>Serving figures (same deployment)</h2>", _html_table(SERVING_COLUMNS, _serving_rows(pm))]
+    if pm.serving_comparison:
+        out.append("<h2>Serving against the baseline deployment</h2>")
+        out += [f'<p class="muted">⚠ {_e(w)}</p>' for w in pm.serving_comparison["warnings"]]
+        out.append(_html_table(SERVING_COMPARE_COLUMNS, _serving_compare_rows(pm)))
+    return out
 
 
 RANK_COLUMNS = (
@@ -259,6 +331,7 @@ def to_html(pm: Postmortem) -> str:
                 f"<td>{c['per_step_b_ns'] / 1e6:.3f}</td><td>{ratio}</td><td>{c['delta_per_step_ms']:.3f}</td></tr>"
             )
         out.append("</table>")
+    out += _serving_html(pm)
     if pm.ranks and pm.job_id is not None:
         out.append("<h2>Ranks</h2><table><tr>" + "".join(f"<th>{_e(c)}</th>" for c in RANK_COLUMNS) + "</tr>")
         for r in pm.ranks[:MAX_ROWS]:

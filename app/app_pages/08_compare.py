@@ -97,3 +97,15 @@ if cmp.ops:
         width="stretch",
     )
 st.caption(f"A: {cmp.steps_a} step(s) · B: {cmp.steps_b} step(s). Op classes: diag/rules/op_classes.csv.")
+serving = data.serving_comparison_for_runs(fp, run_a, run_b)
+if serving:
+    st.subheader("Serving figures of the two deployments")
+    st.caption(
+        f"A: {serving['a']['label']} · B: {serving['b']['label']} — serving results stored beside each profile "
+        "(judged on the Serving acceptance page)."
+    )
+    for w in serving["warnings"]:
+        st.warning(w)
+    for line in serving["headline"]:
+        st.error(line)
+    st.dataframe(widgets.serving_comparison_frame(serving), hide_index=True, width="stretch")

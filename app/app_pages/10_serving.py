@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app import data
+from app import data, widgets
 
 BADGE = {"pass": ":green-badge[pass]", "fail": ":red-badge[fail]", "n/a": ":gray-badge[n/a]"}
 
@@ -106,23 +106,4 @@ for w in cmp["warnings"]:
     st.warning(w)
 for line in cmp["headline"]:
     st.error(line)
-st.dataframe(
-    pd.DataFrame(
-        [
-            {
-                "figure": f["figure"],
-                "unit": f["unit"],
-                "better": f["better"],
-                "A": f["a"],
-                "B": f["b"],
-                "A/B": _r(f["ratio"], 3),
-                "gap %": _r(f["gap_pct"], 1),
-                "worse": "yes" if f["worse"] else "",
-            }
-            for f in cmp["figures"]
-            if f["a"] is not None or f["b"] is not None
-        ]
-    ),
-    hide_index=True,
-    width="stretch",
-)
+st.dataframe(widgets.serving_comparison_frame(cmp), hide_index=True, width="stretch")

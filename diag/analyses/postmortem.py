@@ -16,6 +16,7 @@ from diag.analyses.findings import Finding, device_findings
 from diag.analyses.log_diagnosis import RootCause, root_causes
 from diag.analyses.postmortem_env import environment
 from diag.analyses.postmortem_notes import load_notes
+from diag.analyses.postmortem_serving import serving_story
 from diag.analyses.postmortem_steps import FailedStep, StepReport, rank_table, step_report
 from diag.analyses.runs import list_runs
 from diag.analyses.stall_breakdown import BUCKET_LABELS, BUCKETS, breakdown
@@ -67,6 +68,8 @@ class Postmortem:
         default_factory=list
     )  # job: keys that differ between ranks
     clock: dict[str, Any] = field(default_factory=dict)  # log_offset_ns (log clock − trace clock), basis
+    serving: list[dict[str, Any]] = field(default_factory=list)  # judged serving runs of this deployment
+    serving_comparison: dict[str, Any] | None = None  # serving figures against the baseline deployment's
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -257,6 +260,11 @@ def build_postmortem(
     else:
         pm = _build_run(store, run_id, baseline_run_id)
     pm.notes = load_notes(store, run_id=pm.run_id if pm.job_id is None else None, job_id=pm.job_id)
+    scope_runs = [r["run_id"] for r in job_runs(store, pm.job_id)] if pm.job_id is not None else [pm.run_id]
+    pm.serving, pm.serving_comparison, said = serving_story(
+        store, [r for r in scope_runs if r is not None], baseline_run_id
+    )
+    pm.impact += [Statement(text, evidence) for text, evidence in said]
     return pm
 
 
