@@ -363,7 +363,7 @@ def _why_unsupported(probe: Probe) -> str:
     if not head.strip():
         return "empty file"
     if head.startswith(b"SQLite format 3\x00"):
-        return "SQLite database: not a format diag reads yet"
+        return "SQLite database with none of the tables of an nsys export or an Ascend profiler db"
     if b"\x00" in head[:4096]:
         return "binary content, not a profiler export diag reads"
     try:

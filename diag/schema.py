@@ -116,7 +116,7 @@ TABLES: tuple[Table, ...] = (
         "a device task / kernel (Ascend Hardware events, or kernel_details when no trace)",
         _OWNER
         + (
-            _c("source", "VARCHAR", "trace_view | kernel_details"),
+            _c("source", "VARCHAR", "trace_view | kernel_details | db | task_time"),
             _c("stream", "VARCHAR", "stream label: 'Stream 2', 'Group <g> Communication'"),
             _c("stream_id", "BIGINT"),
             _c(

@@ -74,7 +74,7 @@ SPEC = CsvSpec(
 def stand_in_device_tasks(ctx: ParseContext, result: ParseResult) -> None:
     """Without a trace, kernel rows are the run's device tasks (with the GE task type as kind)."""
     has_trace = ctx.con.execute(
-        "SELECT count(*) FROM device_tasks WHERE run_id = ? AND source = 'trace_view'", [ctx.run_id]
+        "SELECT count(*) FROM device_tasks WHERE run_id = ? AND source <> 'kernel_details'", [ctx.run_id]
     ).fetchall()[0][0]
     if has_trace:
         return
