@@ -40,3 +40,9 @@ class StoreError(DiagError):
     """The database cannot be opened or written."""
 
     exit_code = 3
+
+
+class DatabaseBusyError(StoreError):
+    """Another process holds the database's write lock for longer than the wait allowed."""
+
+    exit_code = 4

@@ -8,6 +8,8 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,7 +18,7 @@ from typing import Any
 
 import duckdb
 
-from diag.errors import StoreError
+from diag.errors import DatabaseBusyError, StoreError
 from diag.schema import DATA_TABLES, SCHEMA_VERSION, SPAN_COLUMNS, TABLES, VIEW_NAMES, VIEWS
 
 RULES_DIR = Path(__file__).parent / "rules"
@@ -54,6 +56,32 @@ def ingest_memory_limit() -> str:
     return os.environ.get("DIAG_INGEST_MEMORY_LIMIT", "160MB")
 
 
+def busy_timeout_s() -> float:
+    """How long opening waits for another process's write lock (DuckDB allows one writing process)."""
+    return float(os.environ.get("DIAG_DB_BUSY_TIMEOUT_S", "30"))
+
+
+def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """Open, retrying with backoff while another process holds the lock; then a one-line 'busy' error."""
+    timeout = busy_timeout_s()
+    deadline, delay = time.monotonic() + timeout, 0.05
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower():
+                raise
+            left = deadline - time.monotonic()
+            if left <= 0:
+                pid = re.search(r"\(PID (\d+)\)", str(exc))
+                raise DatabaseBusyError(
+                    f"{path}: database busy: another process{f' (PID {pid[1]})' if pid else ''} is writing "
+                    f"it; waited {timeout:g} s, retry when it is done (DIAG_DB_BUSY_TIMEOUT_S sets the wait)"
+                ) from None
+            time.sleep(min(delay, left))
+            delay = min(delay * 2, 1.0)
+
+
 class Store:
     def __init__(self, path: str | Path = DEFAULT_DB, read_only: bool = False) -> None:
         self.path = Path(path)
@@ -63,7 +91,7 @@ class Store:
         if read_only:
             self._upgrade_if_needed()
         try:
-            self.con = duckdb.connect(str(self.path), read_only=read_only)
+            self.con = _connect(self.path, read_only)
         except duckdb.Error as exc:
             raise StoreError(f"{self.path}: cannot open database: {exc}") from exc
         tmp = self.path.parent / ".diag_tmp"
@@ -190,7 +218,8 @@ class Store:
         if not fields:
             return
         values = [
-            json.dumps(v, ensure_ascii=False) if k in ("config", "metadata") else v for k, v in fields.items()
+            json.dumps(v, ensure_ascii=False, default=str) if k in ("config", "metadata") else v
+            for k, v in fields.items()
         ]
         sets = ", ".join(f'"{k}" = ?' for k in fields)
         q(self.con, f"UPDATE runs SET {sets} WHERE run_id = ?", [*values, run_id])
@@ -199,7 +228,7 @@ class Store:
         q(
             self.con,
             "UPDATE jobs SET parallel_groups = ? WHERE job_id = (SELECT job_id FROM runs WHERE run_id = ?)",
-            [json.dumps(groups, ensure_ascii=False), run_id],
+            [json.dumps(groups, ensure_ascii=False, default=str), run_id],  # default: Decimal numbers
         )
 
     def refresh_run_span(self, run_id: int) -> None:

@@ -41,6 +41,7 @@ def save_uploads(
     refused: list[FileOutcome] = []
     base = batch.resolve()
     for up in uploads:
+        partial: Path | None = None  # the file being written, removed when the upload is refused
         try:
             if up.size > max_bytes:
                 raise FileTooLargeError(
@@ -53,16 +54,21 @@ def save_uploads(
             target.parent.mkdir(parents=True, exist_ok=True)
             written = 0
             with open(target, "xb") as out:
+                partial = target
                 while block := up.data.read(1 << 20):
                     written += len(block)
                     if written > max_bytes:
                         raise FileTooLargeError(up.name, f"over the upload cap of {max_bytes} bytes")
                     out.write(block)
-        except (ArchiveError, FileTooLargeError, FileExistsError) as exc:
+        except (ArchiveError, FileTooLargeError, OSError, ValueError) as exc:
             msg = str(exc) if not isinstance(exc, FileExistsError) else f"{up.name}: uploaded twice"
             if isinstance(exc, ArchiveError) and exc.path == "upload":
                 msg = f"{up.name}: {exc.reason}"
-            refused.append(FileOutcome(up.name, "failed", message=msg, size_bytes=up.size))
+            elif not isinstance(exc, ArchiveError | FileTooLargeError | FileExistsError):
+                msg = f"{up.name!r}: cannot be saved under that name ({type(exc).__name__}: {exc})"
+            if partial is not None:
+                partial.unlink(missing_ok=True)  # never ingest the part written before the refusal
+            refused.append(FileOutcome(up.name, "failed", message=" ".join(msg.split()), size_bytes=up.size))
     return batch, refused
 
 

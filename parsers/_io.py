@@ -81,7 +81,10 @@ def csv_header(path: Path, display: str) -> list[str]:
         line = raw.decode("utf-8").lstrip("\ufeff")
     except UnicodeDecodeError:
         raise encoding_error(path, display) or BadInputError(display, "header is not UTF-8") from None
-    header = next(csv.reader(io.StringIO(line)), [])
+    try:
+        header = next(csv.reader(io.StringIO(line)), [])
+    except csv.Error as exc:  # e.g. a stray carriage return inside the header line
+        raise BadInputError(display, f"header is not a CSV line: {exc}") from None
     return [h.strip() for h in header]
 
 

@@ -7,16 +7,19 @@ handed to DuckDB as Arrow tables. Times are ms (start µs), sizes decimal MB (10
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from decimal import Decimal
 from typing import Any
 
+import duckdb
 import pyarrow as pa
 
 from diag.errors import BadInputError
 from diag.store import q
 from parsers._base import ParseContext, ParseResult, Probe
+from parsers._io import one_line
 
 _STEP_KEY = re.compile(r'^\s*\{\s*"step\d*"\s*:\s*\{\s*"(p2p|collective)"')
 _MS = Decimal(1_000_000)
@@ -24,15 +27,20 @@ _MB = Decimal(1_000_000)
 
 
 def _ns(value: Any, factor: Decimal = _MS) -> int | None:
+    """Exact integer ns (or bytes); None for N/A, a non-number, or a value outside BIGINT."""
     if value is None or value == "N/A":
         return None
-    return int((Decimal(str(value)) * factor).to_integral_value())
+    try:
+        scaled = (Decimal(str(value)) * factor).to_integral_value()
+    except ArithmeticError:  # decimal.InvalidOperation: not a number
+        return None
+    return int(scaled) if scaled.is_finite() and -(1 << 63) <= scaled < (1 << 63) else None
 
 
 def _float(value: Any) -> float | None:
     try:
         return None if value is None else float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an integer of 400 digits
         return None
 
 
@@ -54,6 +62,8 @@ def load_json_object(ctx: ParseContext) -> dict[str, Any]:
         raise BadInputError(ctx.display, "not UTF-8 text", offset=exc.start) from None
     except json.JSONDecodeError as exc:
         raise BadInputError(ctx.display, f"invalid JSON: {exc.msg}", offset=exc.pos) from None
+    except (ValueError, RecursionError) as exc:  # a 5,000-digit number, arrays nested 100,000 deep
+        raise BadInputError(ctx.display, f"invalid JSON: {type(exc).__name__}: {str(exc)[:200]}") from None
     if not isinstance(data, dict):
         raise BadInputError(ctx.display, "expected a JSON object at the top level")
     return data
@@ -62,16 +72,20 @@ def load_json_object(ctx: ParseContext) -> dict[str, Any]:
 def _insert(ctx: ParseContext, table: str, rows: list[dict[str, Any]]) -> int:
     if not rows:
         return 0
-    arrow = pa.Table.from_pylist(rows)
-    cols = ", ".join(f'"{c}"' for c in arrow.column_names)
-    ctx.con.register("_rows", arrow)
     try:
-        q(
-            ctx.con,
-            f'INSERT INTO "{table}" (run_id, file_id, {cols}) SELECT {ctx.run_id}, {ctx.file_id}, {cols} FROM _rows',
-        )
-    finally:
-        ctx.con.unregister("_rows")
+        arrow = pa.Table.from_pylist(rows)
+        cols = ", ".join(f'"{c}"' for c in arrow.column_names)
+        ctx.con.register("_rows", arrow)
+        try:
+            q(
+                ctx.con,
+                f'INSERT INTO "{table}" (run_id, file_id, {cols}) SELECT {ctx.run_id}, {ctx.file_id}, {cols} FROM _rows',
+            )
+        finally:
+            with contextlib.suppress(duckdb.Error):  # an aborted transaction refuses even this
+                ctx.con.unregister("_rows")
+    except (OverflowError, pa.ArrowException, duckdb.Error) as exc:  # e.g. a rank id or step past 2^31
+        raise BadInputError(ctx.display, f"a value out of range for {table}: {one_line(exc, 200)}") from None
     return len(rows)
 
 

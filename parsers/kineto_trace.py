@@ -32,6 +32,7 @@ from typing import Any
 
 import duckdb
 
+from diag.archives import ArchiveLimits
 from diag.errors import BadInputError
 from diag.store import default_memory_limit, q
 from parsers._base import ParseContext, ParseResult, Probe
@@ -40,6 +41,7 @@ from parsers._io import JSON_MAX_OBJECT, element_ends, one_line
 CHUNK = 8 << 20
 HEAD_LIMIT = 64 << 20  # the metadata before traceEvents (deviceProperties, INFO lines) is far smaller
 GZIP_MAGIC = b"\x1f\x8b"
+MAX_RATIO = ArchiveLimits().max_ratio  # inflated / compressed size beyond which a .gz is taken for a bomb
 _KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _TS = re.compile(rb'("ts"\s*:\s*)(-?[0-9][0-9.eE+-]*)')
 _TS_SAMPLE = re.compile(rb'"ts"\s*:\s*"?-?([0-9]+)(?:\.([0-9]+))?')
@@ -67,8 +69,13 @@ class Extracted:
     quoted_ts: bool = False
 
 
-def _chunks(path: Path) -> Iterator[bytes]:
-    """The file's bytes, inflated when gzip'd; a cut-off gzip stream just ends (the JSON tells)."""
+def _chunks(path: Path, display: str = "") -> Iterator[bytes]:
+    """The file's bytes, inflated when gzip'd; a cut-off gzip stream just ends (the JSON tells).
+
+    Inflates CHUNK bytes at a time, and refuses a stream that inflates to over MAX_RATIO times its size
+    (a gzip bomb) as diag.archives does for archive members."""
+    cap = max(path.stat().st_size, 1 << 20) * MAX_RATIO
+    inflated = 0
     with open(path, "rb") as fh:
         first = fh.read(CHUNK)
         if not first.startswith(GZIP_MAGIC):
@@ -80,11 +87,19 @@ def _chunks(path: Path) -> Iterator[bytes]:
         data = first
         while data:
             try:
-                out = inflate.decompress(data)
+                out = inflate.decompress(data, CHUNK)
             except zlib.error:
                 return
+            inflated += len(out)
+            if inflated > cap:
+                raise BadInputError(
+                    display or str(path), f"inflates to over {MAX_RATIO:g}× its size (a decompression bomb?)"
+                )
             if out:
                 yield out
+            if inflate.unconsumed_tail:
+                data = inflate.unconsumed_tail
+                continue
             if inflate.eof and inflate.unused_data:  # a multi-member gzip file
                 data, inflate = inflate.unused_data, zlib.decompressobj(zlib.MAX_WBITS | 32)
                 continue
@@ -150,7 +165,7 @@ def _transform(rest: bytes, chunks: Iterator[bytes], out: Path, quote: bool) -> 
 
 def extract(path: Path, out: Path, display: str) -> Extracted:
     """Copy the traceEvents array of ``path`` into ``out`` (see the module doc); bounded memory."""
-    chunks = _chunks(path)
+    chunks = _chunks(path, display)
     head = b""
     for chunk in chunks:
         head += chunk
@@ -200,7 +215,7 @@ def _head_meta(before: bytes) -> dict[str, Any]:
     text = before.decode("utf-8", errors="replace").strip().lstrip("\ufeff").rstrip(", \r\n\t")
     try:
         return dict(json.loads(text + "}")) if text.startswith("{") else {}
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):
         return {}
 
 
@@ -208,7 +223,7 @@ def _tail_meta(tail: bytes) -> dict[str, Any]:
     text = tail.decode("utf-8", errors="replace").strip().lstrip(",").strip()
     try:
         return dict(json.loads("{" + text)) if text.endswith("}") else {}
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):
         return {}
 
 

@@ -321,6 +321,8 @@ class NsysSqliteParser:
                 with contextlib.suppress(duckdb.Error):
                     for t in ("_ns_str", "_ns_proc"):
                         q(ctx.con, f"DROP TABLE IF EXISTS {t}")
+        except sqlite3.Error as exc:  # a damaged file fails on the first page read, wherever that is
+            raise BadInputError(ctx.display, f"cannot read as SQLite: {one_line(exc)}") from None
         finally:
             src.close()
         return result

@@ -111,7 +111,10 @@ def split_sections(text: str) -> list[Section]:
             if m := _REPORT_ID.search(line):
                 report = next(g for g in m.groups() if g)
             continue
-        fields = next(csv.reader([line]), [])
+        try:
+            fields = next(csv.reader([line]), [])
+        except csv.Error:  # a field over the csv module's limit: a row that fits no header
+            fields = []
         if current is None:
             if is_stats_header(fields):
                 current = Section(report, [f.strip() for f in fields], no)
@@ -204,7 +207,7 @@ class NsysStatsCsvParser:
             return v if key in ("count", "pct") else v * TIME_UNITS.get(cols[key][1] or "ns", 1)
 
         def integer(v: float | None) -> int | None:
-            return None if v is None else round(v)
+            return round(v) if v is not None and -(2.0**63) < v < 2.0**63 else None  # NaN, inf: None
 
         out = []
         for r in rows:

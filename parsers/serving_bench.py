@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import re
 from decimal import Decimal
 from typing import Any
@@ -215,6 +216,8 @@ def _value(display: str, line_no: int, label: str, raw: str, kind: str) -> Any:
     if not m:
         raise BadInputError(display, f"line {line_no}: {label!r} has value {raw.strip()!r}, not a number")
     number, unit = float(m.group(1)), m.group(2).lower()
+    if not math.isfinite(number) or (kind == "int" and abs(number) >= 2**63):  # 1e400, 20-digit counts
+        raise BadInputError(display, f"line {line_no}: {label!r} has value {text!r}, out of range")
     if kind == "duration":  # AISBench prints durations with their unit; exact decimal scaling
         return float(Decimal(m.group(1)) / 1000) if unit in ("ms", "") else number
     if kind == "latency":
