@@ -227,7 +227,9 @@ class Store:
     def set_job_groups(self, run_id: int, groups: object) -> None:
         q(
             self.con,
-            "UPDATE jobs SET parallel_groups = ? WHERE job_id = (SELECT job_id FROM runs WHERE run_id = ?)",
+            # each rank's metadata lists only the groups it is in: merge them into the job's
+            "UPDATE jobs SET parallel_groups = json_merge_patch(coalesce(parallel_groups, '{}'::JSON), ?::JSON) "
+            "WHERE job_id = (SELECT job_id FROM runs WHERE run_id = ?)",
             [json.dumps(groups, ensure_ascii=False, default=str), run_id],  # default: Decimal numbers
         )
 

@@ -207,6 +207,22 @@ def test_run_metadata(ingested):
     assert level1 == [(1, 1)]
 
 
+def test_job_parallel_groups_merge_every_ranks_metadata(ingested):
+    """Each rank's profiler_metadata.json lists only its own groups; the job holds all of them."""
+    import json
+
+    db, info = ingested
+    (groups,) = query(db, "SELECT parallel_groups FROM jobs WHERE source LIKE '%st/level2'")[0]
+    groups = json.loads(groups)
+    expected: dict[str, list[int]] = {}
+    for rank in range(4):
+        meta = info["corpus"] / "msinsight/test/st/level2" / f"rank_{rank}_ascend_pt" / "profiler_metadata.json"
+        for key, g in json.loads(meta.read_text())["parallel_group_info"].items():
+            expected[key] = g["global_ranks"]
+    assert {k: g["global_ranks"] for k, g in groups.items()} == expected
+    assert len(groups) == 14 and groups["group_name_0"]["global_ranks"] == [0, 1, 2, 3]
+
+
 def test_ingest_twice_is_idempotent(ingested):
     db, info = ingested
     before = {
