@@ -21,6 +21,7 @@ Times are local time as if UTC (logs carry no zone), int64 ns; console forms wit
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import re
@@ -30,11 +31,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import duckdb
 import polars as pl
 import pyarrow as pa
 
 from diag.errors import BadInputError
 from parsers._base import ParseContext, ParseResult, Probe
+from parsers._io import one_line
 from parsers._log_grammar import (
     COLUMNS,
     LEVELS,
@@ -258,8 +261,11 @@ class CannLogParser:
                     "INSERT INTO log_records BY NAME SELECT * REPLACE (record_no + ? AS record_no) FROM _log_batch",
                     [rows],
                 ).fetchall()
+            except duckdb.Error as exc:  # reported as what failed, not as the aborted transaction after it
+                raise BadInputError(ctx.display, f"cannot store its records: {one_line(exc)}") from None
             finally:
-                ctx.con.unregister("_log_batch")
+                with contextlib.suppress(duckdb.Error):  # an aborted transaction refuses even this
+                    ctx.con.unregister("_log_batch")
             rows += table.num_rows
         if rows == 0:
             raise BadInputError(ctx.display, "no log lines found")
