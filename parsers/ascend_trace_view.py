@@ -18,6 +18,8 @@ from diag.errors import BadInputError
 from diag.store import q
 from parsers._base import ParseContext, ParseResult, Probe
 from parsers._io import JSON_MAX_OBJECT, json_array_is_complete, json_array_prefix, one_line
+from parsers._json_split import remove as remove_parts
+from parsers._json_split import split_array
 from parsers._sql import task_kind
 
 # args keys read, all as text (their JSON types vary by version). DuckDB struct fields are case-insensitive,
@@ -37,15 +39,16 @@ COMM_PROCESSES = ("HCCL", "Communication")
 OVERLAP_PROCESS = "Overlap Analysis"
 
 
-def read_json_sql(path: Path) -> str:
-    p = str(path).replace("'", "''")
+def read_json_sql(path: Path | list[Path]) -> str:
+    paths = path if isinstance(path, list) else [path]
+    p = "', '".join(str(x).replace("'", "''") for x in paths)
     args = ", ".join(f'"{k}" VARCHAR' for k in (*ARG_KEYS, *COUNTER_KEYS))
     cols = {
         "ph": "VARCHAR", "name": "VARCHAR", "cat": "VARCHAR", "pid": "VARCHAR", "tid": "VARCHAR",
         "ts": "VARCHAR", "dur": "VARCHAR", "id": "VARCHAR", "args": f"STRUCT({args})",
     }  # fmt: skip
     spec = "{" + ", ".join(f"'{k}': '{v}'" for k, v in cols.items()) + "}"
-    return f"read_json('{p}', format='array', columns={spec}, maximum_object_size={JSON_MAX_OBJECT})"
+    return f"read_json(['{p}'], format='array', columns={spec}, maximum_object_size={JSON_MAX_OBJECT})"
 
 
 def _ts(col: str) -> str:
@@ -103,16 +106,23 @@ class AscendTraceViewParser:
 
     def _load(self, ctx: ParseContext, path: Path, result: ParseResult) -> None:
         con = ctx.con
+        threads = int(q(con, "SELECT current_setting('threads')")[0][0])
+        parts = split_array(
+            path, threads, ctx.tmpdir
+        )  # one part per thread: DuckDB reads one file per thread
         try:
             q(
                 con,
                 f"""CREATE TEMP TABLE _tv AS
                 SELECT ph, name, cat, TRY_CAST(pid AS BIGINT) AS pid, TRY_CAST(tid AS BIGINT) AS tid,
                        {_ts("ts")} AS ts_ns, {_dur("dur")} AS dur_ns, id, args AS a
-                FROM {read_json_sql(path)}""",
+                FROM {read_json_sql(parts)}""",
             )
         except duckdb.Error as exc:
             raise BadInputError(ctx.display, f"cannot read as a trace event array: {one_line(exc)}") from None
+        finally:
+            if parts != [path]:
+                remove_parts(parts)
         q(con, "CREATE TEMP TABLE _procs AS SELECT pid, any_value(a.name) AS process FROM _tv "
                "WHERE ph = 'M' AND name = 'process_name' GROUP BY pid")  # fmt: skip
         q(con, "CREATE TEMP TABLE _threads AS SELECT pid, tid, any_value(a.name) AS thread FROM _tv "

@@ -37,6 +37,8 @@ from diag.errors import BadInputError
 from diag.store import default_memory_limit, q
 from parsers._base import ParseContext, ParseResult, Probe
 from parsers._io import JSON_MAX_OBJECT, element_ends, one_line
+from parsers._json_split import remove as remove_parts
+from parsers._json_split import split_array
 
 CHUNK = 8 << 20
 HEAD_LIMIT = 64 << 20  # the metadata before traceEvents (deviceProperties, INFO lines) is far smaller
@@ -294,13 +296,14 @@ def _parses(path: Path) -> bool:
     return True
 
 
-def read_json_sql(path: Path) -> str:
-    p = str(path).replace("'", "''")
+def read_json_sql(path: Path | list[Path]) -> str:
+    paths = path if isinstance(path, list) else [path]
+    p = "', '".join(str(x).replace("'", "''") for x in paths)
     args = ", ".join(f'"{k}" VARCHAR' for k in ARG_KEYS)
     cols = {"ph": "VARCHAR", "cat": "VARCHAR", "name": "VARCHAR", "pid": "VARCHAR", "tid": "VARCHAR",
             "ts": "VARCHAR", "dur": "VARCHAR", "id": "VARCHAR", "args": f"STRUCT({args})"}  # fmt: skip
     spec = "{" + ", ".join(f"'{k}': '{v}'" for k, v in cols.items()) + "}"
-    return f"read_json('{p}', format='array', columns={spec}, maximum_object_size={JSON_MAX_OBJECT})"
+    return f"read_json(['{p}'], format='array', columns={spec}, maximum_object_size={JSON_MAX_OBJECT})"
 
 
 def us_to_ns(col: str) -> str:
@@ -346,16 +349,21 @@ class KinetoTraceParser:
     def _load(self, ctx: ParseContext, ex: Extracted, result: ParseResult) -> None:
         con, run, file = ctx.con, ctx.run_id, ctx.file_id
         base = int(ex.meta.get("baseTimeNanoseconds") or 0)
+        threads = int(q(con, "SELECT current_setting('threads')")[0][0])
+        parts = split_array(ex.events, threads, ctx.tmpdir)  # one part per thread: see parsers._json_split
         try:
             q(
                 con,
                 f"""CREATE OR REPLACE TEMP TABLE _kt AS
                 SELECT ph, cat, name, TRY_CAST(pid AS BIGINT) AS pid, TRY_CAST(tid AS BIGINT) AS tid, pid AS pid_text,
                        {us_to_ns("ts")} + {base} AS ts_ns, {us_to_ns("dur")} AS dur_ns, id, args AS a
-                FROM {read_json_sql(ex.events)}""",
+                FROM {read_json_sql(parts)}""",
             )
         except duckdb.Error as exc:
             raise BadInputError(ctx.display, f"cannot read the trace events: {one_line(exc)}") from None
+        finally:
+            if parts != [ex.events]:
+                remove_parts(parts)
 
         def insert(table: str, sql: str) -> None:
             result.add(table, q(con, sql)[0][0])
