@@ -142,14 +142,14 @@ class Ingestor:
         allows a single writing process per file but many concurrent transactions inside it, and the heavy
         parts — DuckDB's readers and inserts, Polars' log parsing — release the GIL.  Keeping a run's files
         on one worker keeps the cross-file steps of a run (a trace replacing kernel_details stand-ins, metadata
-        updating the run) as ordered as in a serial ingest; jobs are created up front so that two workers
-        never race to create the same one.  Largest runs start first, so the slowest run does not start last.
+        updating the run) as ordered as in a serial ingest; jobs and runs are created up front, in input
+        order (see ``_create_ahead``).  Largest runs start first, so the slowest run does not start last.
         """
         groups: dict[str, list[int]] = {}
         for i, cand in enumerate(candidates):
             groups.setdefault(run_key_of(cand), []).append(i)
         order = sorted(groups.values(), key=lambda idx: -sum(candidates[i].path.stat().st_size for i in idx))
-        created_jobs = self._create_jobs(candidates)
+        created_jobs, created_runs = self._create_ahead(candidates)
         outcomes: list[FileOutcome | None] = [None] * len(candidates)
         local = threading.local()
         done_lock = threading.Lock()
@@ -179,36 +179,64 @@ class Ingestor:
         finally:
             for w in workers:
                 w.store.close()
-            self._drop_empty_jobs(created_jobs)
+            self._drop_empty(created_jobs, created_runs)
         return [o for o in outcomes if o is not None]
 
-    def _create_jobs(self, candidates: list[Candidate]) -> list[int]:
-        """The jobs of files some parser will store in a run, created before the workers start."""
-        wanted: dict[str, Candidate] = {}
-        for cand in candidates:
-            key = f"path:{job_origin(cand)}"
-            if key in wanted:
-                continue
-            with contextlib.suppress(OSError):
-                parser = detect(Probe.of(cand.path))
-                if parser is not None and getattr(parser, "creates_run", True):
-                    wanted[key] = cand
-        created: list[int] = []
-        with self.store.transaction() as con:
-            for key, cand in wanted.items():
-                if not q(con, "SELECT 1 FROM jobs WHERE job_key = ?", [key]):
-                    name = cand.run_root.parent.name or cand.run_root.name
-                    created.append(self.store.ensure_job(key, name, parent_shown(cand)))
-        return created
+    def _create_ahead(self, candidates: list[Candidate]) -> tuple[list[int], list[int]]:
+        """Jobs and runs created before the workers start, in input order as a serial ingest creates them.
 
-    def _drop_empty_jobs(self, job_ids: list[int]) -> None:
-        if job_ids:
-            q(
-                self.store.con,
-                "DELETE FROM jobs WHERE list_contains(?, job_id) "
-                "AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.job_id = jobs.job_id)",
-                [job_ids],
-            )
+        Two workers then never race to create the same job, and run ids do not depend on which worker finished
+        first. Only what some parser will store is created; what stays empty is dropped at the end.
+        """
+        jobs: list[int] = []
+        runs: list[int] = []
+        with self.store.transaction() as con:
+            for cand in candidates:
+                try:
+                    parser = detect(Probe.of(cand.path))
+                except OSError:
+                    continue
+                if parser is None or not getattr(parser, "creates_run", True):
+                    continue
+                key = f"path:{job_origin(cand)}"
+                known = q(con, "SELECT job_id FROM jobs WHERE job_key = ?", [key])
+                job_id = int(known[0][0]) if known else None
+                if job_id is None:
+                    name = cand.run_root.parent.name or cand.run_root.name
+                    job_id = self.store.ensure_job(key, name, parent_shown(cand))
+                    jobs.append(job_id)
+                if getattr(parser, "run_per_file", False):
+                    continue  # its identity is its bytes' hash: created when it is stored
+                scope = run_key_of(cand)
+                if not q(con, "SELECT 1 FROM runs WHERE run_key = ?", [scope]):
+                    runs.append(
+                        self.store.ensure_run(
+                            scope, name=cand.run_root.name, platform=parser.platform, source=cand.run_source,
+                            job_id=job_id,
+                        )
+                    )  # fmt: skip
+        return jobs, runs
+
+    def _drop_empty(self, job_ids: list[int], run_ids: list[int]) -> None:
+        """Runs created ahead that no file was stored in, then jobs left without runs."""
+        with self.store.transaction() as con:
+            if run_ids:
+                empty = "list_contains(?, run_id) AND run_id NOT IN (SELECT run_id FROM files WHERE status <> 'failed' AND run_id IS NOT NULL)"
+                q(
+                    con,
+                    f"UPDATE files SET run_id = NULL WHERE {empty}",
+                    [
+                        run_ids,
+                    ],
+                )
+                q(con, f"DELETE FROM runs WHERE {empty}", [run_ids])
+            if job_ids:
+                q(
+                    con,
+                    "DELETE FROM jobs WHERE list_contains(?, job_id) "
+                    "AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.job_id = jobs.job_id)",
+                    [job_ids],
+                )
 
     def _done(self, outcome: FileOutcome) -> None:
         if self.on_file_done:

@@ -12,7 +12,7 @@ from tests.conftest import FIXTURES, SAMPLES, cli_json, query
 
 # What a reader of the store sees of each run: identity, placement and the figures analyses use.
 SNAPSHOT = """
-SELECT r.name, r.platform, r.rank, r.device, j.name AS job, r.start_ns, r.end_ns,
+SELECT r.run_id, r.job_id, r.name, r.platform, r.rank, r.device, j.name AS job, r.start_ns, r.end_ns,
        (SELECT count(*) FROM device_tasks d WHERE d.run_id = r.run_id) AS tasks,
        (SELECT coalesce(sum(dur_ns), 0) FROM device_tasks d WHERE d.run_id = r.run_id) AS task_ns,
        (SELECT count(*) FROM kernels k WHERE k.run_id = r.run_id) AS kernels,
@@ -35,7 +35,10 @@ def _inputs(job: Path, tmp: Path) -> list[str]:
     bad = tmp / "bad_rank_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
     bad.mkdir(parents=True)
     shutil.copy(FIXTURES / "ascend_trace_view" / "bad_binary.json", bad / "trace_view.json")
-    return [str(job), str(SAMPLES / "real"), str(bad.parent)]
+    failing = tmp / "failing" / "failing_rank_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    failing.mkdir(parents=True)  # recognised as kernel_details by its header, refused: no Duration column
+    (failing / "kernel_details.csv").write_text("Name,Type,Start Time(us)\nMatMul,MatMul,1.000\n")
+    return [str(job), str(SAMPLES / "real"), str(bad.parent), str(failing.parent)]
 
 
 def test_jobs_2_stores_what_jobs_1_stores(tmp_path, four_rank_job):
@@ -52,12 +55,18 @@ def test_jobs_2_stores_what_jobs_1_stores(tmp_path, four_rank_job):
     a = query(tmp_path / "serial.duckdb", SNAPSHOT)
     b = query(tmp_path / "parallel.duckdb", SNAPSHOT)
     assert a == b
-    ranks = [row for row in b if row[4] == "tp4_job"]
-    assert sorted(r[2] for r in ranks) == [0, 1, 2, 3]
+    ranks = [row for row in b if row[6] == "tp4_job"]
+    assert [r[4] for r in ranks] == [0, 1, 2, 3]  # numbered in input order, as a serial ingest numbers them
     for row in ranks:
-        rank_truth = truth["ranks"][str(row[2])]
-        assert row[7] == rank_truth["trace"]["device_tasks"]
-        assert row[9] == rank_truth["kernel_details"]["rows"]
+        rank_truth = truth["ranks"][str(row[4])]
+        assert row[9] == rank_truth["trace"]["device_tasks"]
+        assert row[11] == rank_truth["kernel_details"]["rows"]
+    # the folder whose only file is recognised but fails: created ahead, then dropped; its failure kept
+    assert not [r for r in b if r[2] == "failing_rank_ascend_pt"]
+    failed = query(
+        tmp_path / "parallel.duckdb", "SELECT run_id, status FROM files WHERE source LIKE '%failing_rank%'"
+    )
+    assert failed == [(None, "failed")]
     # a job exists only where a run was stored: the failed folder's job was created up front, then dropped
     jobs = query(tmp_path / "parallel.duckdb", "SELECT name FROM jobs ORDER BY name")
     assert jobs == query(tmp_path / "serial.duckdb", "SELECT name FROM jobs ORDER BY name")
