@@ -32,6 +32,7 @@ from parsers import ParseContext, Probe, detect
 from parsers._io import one_line
 
 _CONFLICT_RETRIES = 5
+_RETRYABLE = re.compile(r"[Cc]onflict|constraint violation")
 DEFAULT_MAX_FILE_BYTES = int(os.environ.get("DIAG_MAX_FILE_BYTES", str(8 << 30)))
 # Names the exporters give their outputs: such a file that no parser recognises is an error, not a skip.
 _EXPORT_NAMES = re.compile(
@@ -266,10 +267,11 @@ class Ingestor:
                 try:
                     return self._store_file(cand, parser, digest, size, outcome)
                 except duckdb.TransactionException as exc:
-                    # Another worker's transaction touched the same row (a job's parallel groups): redo
-                    # this file's transaction; its rollback left nothing behind.
-                    if attempt == _CONFLICT_RETRIES or "onflict" not in str(exc):
+                    # Another worker's transaction touched the same row (a job's parallel groups) or created
+                    # the same key first: redo this file's transaction; its rollback left nothing behind.
+                    if attempt == _CONFLICT_RETRIES or not _RETRYABLE.search(str(exc)):
                         raise
+                    outcome.status, outcome.rows, outcome.removed = "failed", {}, {}
                     time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
         except BadInputError as exc:
             outcome.message = str(exc)
@@ -277,6 +279,8 @@ class Ingestor:
             outcome.message = f"{cand.source}: {one_line(exc)}"
         except Exception as exc:  # a parser bug must not stop the batch nor leave half a file
             outcome.message = f"{cand.source}: internal error ({type(exc).__name__}: {one_line(exc)})"
+        # an error at commit comes after the parse filled in the outcome: nothing of it was stored
+        outcome.status, outcome.rows, outcome.removed = "failed", {}, {}
         self._record_failure(cand, outcome)
         return outcome
 
@@ -285,11 +289,13 @@ class Ingestor:
     ) -> FileOutcome:  # type: ignore[no-untyped-def]
         store = self.store
         with store.transaction() as con:
-            job_id = store.ensure_job(
-                f"path:{job_origin(cand)}",
-                cand.run_root.parent.name or cand.run_root.name,
-                parent_shown(cand),
-            )
+            job_id = None
+            if getattr(parser, "run_per_file", False) or getattr(parser, "creates_run", True):
+                job_id = store.ensure_job(
+                    f"path:{job_origin(cand)}",
+                    cand.run_root.parent.name or cand.run_root.name,
+                    parent_shown(cand),
+                )
             scope = run_key_of(cand)
             if getattr(parser, "run_per_file", False):
                 # One file is one capture (an nsys export, a Kineto trace): its bytes are its identity.

@@ -171,6 +171,10 @@ class Store:
                 if col.name not in have:
                     base_type = col.type.split(" ")[0]
                     q(con, f'ALTER TABLE "{table.name}" ADD COLUMN "{col.name}" {base_type}')
+        # serving ids were max()+1 before: a database from then continues after its highest one
+        if not q(con, "SELECT 1 FROM duckdb_sequences() WHERE sequence_name = 'seq_serving'"):
+            start = q(con, "SELECT coalesce(max(serving_id), 0) + 1 FROM serving_runs")[0][0]
+            q(con, f"CREATE SEQUENCE seq_serving START {int(start)}")
         for view in VIEWS:
             q(con, view)
         q(con, "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])

@@ -166,13 +166,15 @@ class ServingBenchParser:
         if not rows:
             raise BadInputError(ctx.display, "no serving benchmark result found")
         platform = _platform_hint(text)
-        next_id = int(
-            ctx.con.execute("SELECT coalesce(max(serving_id), 0) FROM serving_runs").fetchall()[0][0]
-        )
+        # a sequence, not max()+1: files ingested at once (diag ingest --jobs) must not draw the same ids
+        ids = [
+            int(r[0])
+            for r in ctx.con.execute("SELECT nextval('seq_serving') FROM range(?)", [len(rows)]).fetchall()
+        ]
         for i, row in enumerate(rows, 1):
             stated = str(row.get("platform") or "").lower()
             row["platform"] = _PLATFORM_WORDS.get(stated, stated or None) if stated else platform
-            row.update(run_id=ctx.run_id, file_id=ctx.file_id, serving_id=next_id + i, block_no=i)
+            row.update(run_id=ctx.run_id, file_id=ctx.file_id, serving_id=ids[i - 1], block_no=i)
             latency = row.get("latency_ms") or {}
             for stat in ("mean", "median", "p99"):
                 for metric in ("ttft", "tpot", "itl", "e2el"):

@@ -88,3 +88,31 @@ def test_jobs_2_is_idempotent(tmp_path, four_rank_job):
     assert {f["status"] for f in again["files"]} <= {"unchanged", "skipped"}
     assert query(db, SNAPSHOT) == before
     assert query(db, "SELECT count(*) FROM jobs") == [(1,)]
+
+
+def test_serving_results_ingested_at_once_get_distinct_ids(tmp_path):
+    fixtures = FIXTURES / "serving"
+    for i, name in enumerate(
+        ("ok_vllm_newest_crlf.txt", "ok_sglang_h100.txt", "ok_vllm_sweep_ascend_910b3.txt")
+    ):
+        (tmp_path / f"bench{i}").mkdir()
+        shutil.copy(fixtures / name, tmp_path / f"bench{i}" / name)
+    db = tmp_path / "s.duckdb"
+    rc, out = cli_json("ingest", *(str(tmp_path / f"bench{i}") for i in range(3)), "--db", str(db), "-j", "2")
+    assert rc == 0
+    ids = query(db, "SELECT serving_id FROM serving_runs ORDER BY serving_id")
+    assert len(ids) == out["summary"]["rows"]["serving_runs"] and len({i for (i,) in ids}) == len(ids)
+
+
+def test_an_older_database_continues_serving_ids_after_its_highest(tmp_path):
+    import duckdb
+
+    from diag.store import Store
+
+    db = tmp_path / "old.duckdb"
+    Store(db).close()
+    with duckdb.connect(str(db)) as con:  # as an older diag left it: ids by max()+1, no sequence
+        con.execute("INSERT INTO serving_runs (run_id, file_id, serving_id) VALUES (0, 0, 7)").fetchall()
+        con.execute("DROP SEQUENCE seq_serving").fetchall()
+    with Store(db) as store:
+        assert store.con.execute("SELECT nextval('seq_serving')").fetchall() == [(8,)]
