@@ -12,6 +12,7 @@ if str(ROOT) not in sys.path:  # `streamlit run app/main.py` puts app/ on the pa
     sys.path.insert(0, str(ROOT))
 
 from app import data  # noqa: E402
+from diag.errors import DiagError  # noqa: E402
 
 st.set_page_config(
     page_title="diag — Ascend/CUDA inference diagnosis", page_icon=":material/monitor_heart:", layout="wide"
@@ -32,6 +33,11 @@ PAGES = [
 ]
 
 page = st.navigation(PAGES)
+try:
+    data.store()  # opened once per process; a database another process is writing waits, then says so
+except DiagError as exc:
+    st.error(str(exc))
+    st.stop()
 page.run()
 
 with st.sidebar:  # after the page ran, so that it shows the page's choice

@@ -122,7 +122,13 @@ def test_stalls_page_agrees_with_the_export(app_db):
     assert not at.exception, at.exception
     tables = [d.value for d in at.dataframe]
     cmp = next(t for t in tables if "agrees (≤1%)" in t.columns)
-    assert list(cmp["metric"]) == ["Computing", "Communication(Not Overlapped)", "Communication", "Free", "Preparing"]
+    assert list(cmp["metric"]) == [
+        "Computing",
+        "Communication(Not Overlapped)",
+        "Communication",
+        "Free",
+        "Preparing",
+    ]
     assert set(cmp["agrees (≤1%)"]) == {"yes"}
     assert not at.warning
 
@@ -163,3 +169,26 @@ def test_compare_page_shows_the_class_table(tmp_path, monkeypatch):
     ratios = dict(zip(table["op class"], table["A/B"], strict=True))
     assert ratios["gemm"] == 1.15 and ratios["communication"] == 1.6
     assert {m.label: m.value for m in at.metric}["biggest loss"] == "sampling"
+
+
+def test_app_says_when_another_process_holds_the_database(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    db = tmp_path / "busy.duckdb"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"import duckdb, sys, time; c = duckdb.connect({str(db)!r}); print('held', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        monkeypatch.setenv("DIAG_DB", str(db))
+        monkeypatch.setenv("DIAG_DB_BUSY_TIMEOUT_S", "0.5")
+        at = AppTest.from_file(MAIN, default_timeout=60)
+        at.run()
+        assert not at.exception, at.exception
+        (msg,) = [e.value for e in at.error]
+        assert "database busy" in msg and str(holder.pid) in msg and "\n" not in msg
+    finally:
+        holder.kill()
+        holder.wait()
