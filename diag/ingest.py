@@ -32,7 +32,7 @@ from parsers import ParseContext, Probe, detect
 from parsers._io import one_line
 
 _CONFLICT_RETRIES = 5
-_RETRYABLE = re.compile(r"[Cc]onflict|constraint violation")
+_RETRYABLE = re.compile(r"(?i)conflict|constraint violation|duplicate key")
 DEFAULT_MAX_FILE_BYTES = int(os.environ.get("DIAG_MAX_FILE_BYTES", str(8 << 30)))
 # Names the exporters give their outputs: such a file that no parser recognises is an error, not a skip.
 _EXPORT_NAMES = re.compile(
@@ -149,8 +149,10 @@ class Ingestor:
         groups: dict[str, list[int]] = {}
         for i, cand in enumerate(candidates):
             groups.setdefault(run_key_of(cand), []).append(i)
-        order = sorted(groups.values(), key=lambda idx: -sum(candidates[i].path.stat().st_size for i in idx))
+        order = sorted(groups.values(), key=lambda idx: -sum(_size(candidates[i].path) for i in idx))
         created_jobs, created_runs = self._create_ahead(candidates)
+        # the workers' transactions share the database's memory limit: give each the serial ingest's share
+        q(self.store.con, f"SET memory_limit='{_scaled(ingest_memory_limit(), jobs)}'")
         outcomes: list[FileOutcome | None] = [None] * len(candidates)
         local = threading.local()
         done_lock = threading.Lock()
@@ -160,6 +162,8 @@ class Ingestor:
             if not hasattr(local, "ingestor"):
                 clone = copy.copy(self)
                 clone.store = self.store.sibling()
+                # temporaries are named after their source file ('trace_view.json' in every rank): one folder each
+                clone._tmp = Path(tempfile.mkdtemp(prefix="worker-", dir=self._tmp))
                 local.ingestor = clone
                 with done_lock:
                     workers.append(clone)
@@ -180,6 +184,7 @@ class Ingestor:
         finally:
             for w in workers:
                 w.store.close()
+            q(self.store.con, f"SET memory_limit='{ingest_memory_limit()}'")
             self._drop_empty(created_jobs, created_runs)
         return [o for o in outcomes if o is not None]
 
@@ -195,7 +200,7 @@ class Ingestor:
             for cand in candidates:
                 try:
                     parser = detect(Probe.of(cand.path))
-                except OSError:
+                except Exception:  # noqa: BLE001 — the file's own ingest reports it, one line, as a serial one would
                     continue
                 if parser is None or not getattr(parser, "creates_run", True):
                     continue
@@ -244,9 +249,10 @@ class Ingestor:
             self.on_file_done(outcome)
 
     def ingest_one(self, cand: Candidate) -> FileOutcome:
-        size = cand.path.stat().st_size
+        size = _size(cand.path)
         outcome = FileOutcome(cand.source, "failed", size_bytes=size)
         try:
+            size = cand.path.stat().st_size  # gone since it was found: a one-line failure, not a traceback
             if size > self.max_file_bytes:
                 raise FileTooLargeError(
                     cand.source,
@@ -266,7 +272,7 @@ class Ingestor:
             for attempt in range(_CONFLICT_RETRIES + 1):
                 try:
                     return self._store_file(cand, parser, digest, size, outcome)
-                except duckdb.TransactionException as exc:
+                except (duckdb.TransactionException, duckdb.ConstraintException) as exc:
                     # Another worker's transaction touched the same row (a job's parallel groups) or created
                     # the same key first: redo this file's transaction; its rollback left nothing behind.
                     if attempt == _CONFLICT_RETRIES or not _RETRYABLE.search(str(exc)):
@@ -374,6 +380,23 @@ class Ingestor:
                 )
         except (duckdb.Error, OSError):
             pass  # the ledger line is a courtesy; the failure is reported either way
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _scaled(limit: str, factor: int) -> str:
+    """A DuckDB memory size ('160MB', '1.5GiB') times ``factor``, in bytes."""
+    m = re.fullmatch(r"\s*([\d.]+)\s*([KMGT]?)(i?)B?\s*", limit, re.I)
+    if not m:
+        return limit
+    base = 1024 if m.group(3) or not m.group(2) else 1000
+    power = " KMGT".index(m.group(2).upper() or " ")
+    return f"{int(float(m.group(1)) * base**power * factor)}B"
 
 
 def finalize_run(store: Store, run_id: int) -> None:

@@ -116,3 +116,44 @@ def test_an_older_database_continues_serving_ids_after_its_highest(tmp_path):
         con.execute("DROP SEQUENCE seq_serving").fetchall()
     with Store(db) as store:
         assert store.con.execute("SELECT nextval('seq_serving')").fetchall() == [(8,)]
+
+
+def test_workers_cutting_same_named_traces_keep_their_own_parts(tmp_path, four_rank_job, monkeypatch):
+    """Every rank's trace is 'trace_view.json': cut into parts by two workers at once, each rank keeps its own."""
+    import parsers._json_split as js
+    from diag.ingest import Ingestor
+    from diag.store import Store
+
+    import threading
+
+    import parsers.ascend_trace_view as tv
+
+    job, truth = four_rank_job
+    monkeypatch.setattr(js, "MIN_PART_BYTES", 1 << 16)  # the generated traces are a few MB: cut them too
+    folders: dict[int, set[Path]] = {}
+
+    def recorded(path: Path, parts: int, tmp: Path) -> list[Path]:
+        folders.setdefault(threading.get_ident(), set()).add(tmp)
+        return js.split_array(path, parts, tmp)
+
+    monkeypatch.setattr(tv, "split_array", recorded)
+    snaps = []
+    for jobs in (1, 2):
+        db = tmp_path / f"j{jobs}.duckdb"
+        with Store(db) as store:
+            ing = Ingestor(store)
+            setting = "SELECT current_setting('memory_limit')"
+            try:
+                before = store.con.execute(setting).fetchall()
+                summary = ing.run(*ing.collect([job]), jobs=jobs)
+                after = store.con.execute(setting).fetchall()
+            finally:
+                ing.close()
+        assert summary.ok
+        assert after == before  # the parallel run's larger limit is given back
+        snaps.append(query(db, SNAPSHOT))
+    assert snaps[0] == snaps[1]
+    workers = [dirs for ident, dirs in folders.items() if ident != threading.get_ident()]
+    assert len(workers) == 2 and all(len(d) == 1 for d in workers)  # one folder per worker…
+    assert workers[0] != workers[1]  # …of its own
+    assert [r[9] for r in snaps[1]] == [truth["ranks"][str(r)]["trace"]["device_tasks"] for r in range(4)]
