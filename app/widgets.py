@@ -7,6 +7,7 @@ import plotly.graph_objects as go
 
 from diag.analyses.stall_breakdown import BUCKET_LABELS, BUCKETS, Breakdown
 from diag.analyses.timeline import Timeline
+from diag.report import md_escape
 
 KIND_COLORS = {
     "AI_CORE": "#1f77b4",
@@ -336,3 +337,8 @@ def serving_comparison_frame(cmp: dict) -> pd.DataFrame:
             if f["a"] is not None or f["b"] is not None
         ]
     )
+
+
+def md(text: object) -> str:
+    """File-derived text for st.markdown / labels: shown literally, never as markup or links."""
+    return md_escape(text)

@@ -192,3 +192,11 @@ def test_app_says_when_another_process_holds_the_database(tmp_path, monkeypatch)
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_file_text_shown_in_markdown_is_literal():
+    from app import widgets
+
+    shown = widgets.md("[click](http://evil.example) <script>x</script> **bold**")
+    assert "[" not in shown.replace("\\[", "") and "<" not in shown.replace("\\<", "")
+    assert "*" not in shown.replace("\\*", "")

@@ -75,10 +75,13 @@ m[1].metric("pass", sum(r["verdict"] == "pass" for r in rows))
 m[2].metric("fail", sum(r["verdict"] == "fail" for r in rows))
 st.dataframe(_summary(rows), hide_index=True, width="stretch")
 for r in rows:
-    with st.expander(f"{r['serving_id']} · {r['label']} — {r['verdict']}", expanded=r["verdict"] == "fail"):
+    with st.expander(
+        f"{r['serving_id']} · {widgets.md(r['label'])} — {r['verdict']}", expanded=r["verdict"] == "fail"
+    ):
         st.markdown(
-            f"{BADGE[r['verdict']]} {r['tool']} · {r['platform'] or 'platform ?'} · {r['hardware'] or 'hardware ?'}"
-            + (f" (from the {r['hardware_from']})" if r["hardware_from"] else "")
+            f"{BADGE[r['verdict']]} {widgets.md(r['tool'])} · {widgets.md(r['platform'] or 'platform ?')} · "
+            f"{widgets.md(r['hardware'] or 'hardware ?')}"
+            + (f" (from the {widgets.md(r['hardware_from'])})" if r["hardware_from"] else "")
             + (f" · profile run(s) {', '.join(map(str, r['linked_runs']))}" if r["linked_runs"] else "")
         )
         st.dataframe(_checks(r), hide_index=True, width="stretch")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app import cluster_widgets as cw
-from app import data
+from app import data, widgets
 
 SEVERITY = {"high": ":red-badge[high]", "medium": ":orange-badge[medium]", "low": ":blue-badge[low]"}
 
@@ -47,7 +47,7 @@ if opened:
 if view.open_next:
     with st.container(border=True):
         st.markdown(
-            f"**Open rank {view.open_next.rank} next** (run {view.open_next.run_id}): {view.open_next.why}"
+            f"**Open rank {view.open_next.rank} next** (run {view.open_next.run_id}): {widgets.md(view.open_next.why)}"
         )
         if st.button(f"Open rank {view.open_next.rank}", key="cluster_open_next", type="primary"):
             open_rank(view.open_next.rank, view.open_next.run_id)
@@ -59,10 +59,10 @@ run_of = {r["rank"]: r["run_id"] for r in view.ranks}
 for i, f in enumerate(view.findings):
     with st.container(border=True):
         st.markdown(
-            f"{SEVERITY.get(f.severity, f.severity)} **{f.title}**  \n"
+            f"{SEVERITY.get(f.severity, f.severity)} **{widgets.md(f.title)}**  \n"
             f"impact {f.impact_pct:.2f}% of a rank's step time · {f.impact_ns / 1e6:,.3f} ms · {f.category}"
         )
-        st.write(f.suggestion)
+        st.markdown(widgets.md(f.suggestion))
         with st.expander("evidence"):
             st.json(f.evidence, expanded=False)
         if f.rank in run_of and st.button(f"Open rank {f.rank}", key=f"cluster_open_{i}"):

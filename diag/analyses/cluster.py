@@ -36,8 +36,11 @@ from diag.store import Store, q
 
 STEP_COLS = ("computing_ns", "comm_not_overlapped_ns", "overlapped_ns", "communication_ns", "free_ns",
              "preparing_ns")  # fmt: skip
+# A run with no rank stands for its device only when no other run of the job has that device (two nodes'
+# device 0 are two ranks), else for itself.
 _JOB_RUNS = (
-    "jr AS (SELECT run_id, coalesce(rank, device, run_id)::INTEGER AS rank FROM runs WHERE job_id = $job)"
+    "jr AS (SELECT run_id, coalesce(rank, CASE WHEN count(*) OVER (PARTITION BY device) = 1 THEN device END, "
+    "run_id)::INTEGER AS rank FROM runs WHERE job_id = $job)"
 )
 
 

@@ -45,7 +45,7 @@ def _print(view: ClusterView) -> None:
     slow = [x for x in view.links if x["slow"]]
     for x in slow:
         out.print(
-            f"slow link {x['src_rank']}->{x['dst_rank']} {x['transport']}: {x['bandwidth_gbps']:.2f} GB/s"
+            f"slow link {x['src_rank']}->{x['dst_rank']} {escape(str(x['transport']))}: {x['bandwidth_gbps']:.2f} GB/s"
         )
     if view.open_next:
         out.print(f"[bold]open next:[/] rank {view.open_next.rank} (run {view.open_next.run_id}): "
