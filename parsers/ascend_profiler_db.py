@@ -151,7 +151,7 @@ class AscendProfilerDbParser:
             stager.close()
             src.close()
             with contextlib.suppress(duckdb.Error):
-                for t in ("_adb_str", "_adb_steps", "_adb_pmu", "_adb_stack"):
+                for t in ("_adb_str", "_adb_steps", "_adb_pmu", "_adb_pmu_names", "_adb_stack"):
                     q(ctx.con, f"DROP TABLE IF EXISTS {t}")
         return result
 
@@ -259,11 +259,19 @@ def _kernels(ctx: ParseContext, temps: dict[str, str], result: ParseResult) -> N
         raw = [r[0] for r in q(con, f"SELECT DISTINCT name FROM {pmu} WHERE name IS NOT NULL ORDER BY 1")]
         labels = [pmu_label(m) for m in raw]
         names = [label for label, _ in labels]
-        cols = ", ".join(
-            "max(value * {!r}) FILTER (WHERE name = '{}')".format(f, m.replace("'", "''"))
-            for m, (_, f) in zip(raw, labels, strict=True)
+        # metric names come from the file: bound as a parameter, the pivot addresses them by position
+        q(
+            con,
+            "CREATE OR REPLACE TEMP TABLE _adb_pmu_names AS SELECT unnest($names::VARCHAR[]) AS name, "
+            "unnest($factors::DOUBLE[]) AS f, generate_subscripts($names::VARCHAR[], 1) AS idx",
+            {"names": raw, "factors": [f for _, f in labels]},
         )
-        q(con, f"CREATE OR REPLACE TEMP TABLE _adb_pmu AS SELECT gid, [{cols}] AS v FROM {pmu} GROUP BY gid")
+        cols = ", ".join(f"max(p.value * n.f) FILTER (WHERE n.idx = {i})" for i in range(1, len(raw) + 1))
+        q(
+            con,
+            f"CREATE OR REPLACE TEMP TABLE _adb_pmu AS SELECT p.gid, [{cols}] AS v "
+            f"FROM {pmu} p JOIN _adb_pmu_names n USING (name) GROUP BY p.gid",
+        )
         pmu_sql, pmu_join = "p.v", "LEFT JOIN _adb_pmu p ON p.gid = k.gid"
     comm_ops = ""
     if op := temps.get("COMMUNICATION_OP"):
