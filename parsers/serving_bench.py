@@ -430,14 +430,14 @@ def _ais_block(display: str, lines: list[str], start: int) -> tuple[dict[str, An
 def _json_rows(display: str, text: str) -> list[dict[str, Any]]:
     try:
         objects = [json.loads(text)]
-    except json.JSONDecodeError as exc:
+    except json.JSONDecodeError:
         objects = []
         for n, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
             try:
                 objects.append(json.loads(line))
-            except json.JSONDecodeError:
+            except json.JSONDecodeError as exc:  # the line's own error, not the whole document's
                 raise BadInputError(display, f"line {n}: not valid JSON ({exc.msg}; truncated?)") from None
     rows = []
     for n, obj in enumerate(objects, 1):
