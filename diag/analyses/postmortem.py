@@ -146,8 +146,10 @@ def device_story(
     return findings, chart, st
 
 
-def baseline_story(pm: Postmortem, store: Store, run_id: int, baseline_run_id: int) -> None:
-    """The comparison with a CUDA baseline: end-to-end per step and the three op classes losing most."""
+def baseline_story(pm: Postmortem, store: Store, run_id: int, baseline_run_id: int) -> Statement:
+    """The comparison with a CUDA baseline: end-to-end per step and the three op classes losing most.
+
+    Returns the end-to-end statement (a job's report names the rank it was measured on)."""
     cmp = compare(store, run_id, baseline_run_id)
     e2e = next(o for o in cmp.overall if o["bucket"] == "e2e")
     losses = [asdict(c) for c in cmp.top_losses(3)]
@@ -161,13 +163,12 @@ def baseline_story(pm: Postmortem, store: Store, run_id: int, baseline_run_id: i
         "warnings": cmp.warnings,
     }
     ratio = f"{e2e['ratio']:.2f}×" if e2e["ratio"] else "n/a"
-    pm.impact.append(
-        Statement(
-            f"End-to-end per step: {e2e['per_step_a_ms']:.3f} ms vs {e2e['per_step_b_ms']:.3f} ms on the "
-            f"baseline (run {baseline_run_id}) — {ratio}",
-            {"figures": e2e},
-        )
+    overall = Statement(
+        f"End-to-end per step: {e2e['per_step_a_ms']:.3f} ms vs {e2e['per_step_b_ms']:.3f} ms on the "
+        f"baseline (run {baseline_run_id}) — {ratio}",
+        {"figures": e2e},
     )
+    pm.impact.append(overall)
     for c in losses:
         r = f"{c['ratio']:.2f}×" if c["ratio"] else "baseline has none"
         pm.impact.append(
@@ -177,6 +178,7 @@ def baseline_story(pm: Postmortem, store: Store, run_id: int, baseline_run_id: i
                 {"figures": c},
             )
         )
+    return overall
 
 
 def _rank_label(rank: int | None, run_id: int) -> str:

@@ -240,10 +240,8 @@ def build_job_postmortem(store: Store, job_id: int, baseline_run_id: int | None 
         first = next((r for r in runs if r.get("start_ns") is not None), None)
         if first is None:
             raise ValueError(f"job {job_id} has no run with device data to compare with the baseline")
-        baseline_story(pm, store, first["run_id"], baseline_run_id)
-        pm.impact[
-            -len(pm.comparison["top_losses"]) - 1
-        ].text += f" ({_rank_label(first.get('rank'), first['run_id'])})"
+        overall = baseline_story(pm, store, first["run_id"], baseline_run_id)
+        overall.text += f" ({_rank_label(first.get('rank'), first['run_id'])})"
     conclude(pm, serious[0] if serious else None, serious, _one_per_category(findings), texts)
     pm.environment, _, pm.environment_diff = job_environment(store, runs)
     for d in pm.environment_diff:
