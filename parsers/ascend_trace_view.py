@@ -210,11 +210,15 @@ class AscendTraceViewParser:
             "links",
             f"""INSERT INTO links (run_id, file_id, flow_cat, flow_id, src_pid, src_tid, src_ts_ns,
                 dst_pid, dst_tid, dst_ts_ns)
-            WITH s AS (SELECT cat, id, arg_min(pid, ts_ns) AS pid, arg_min(tid, ts_ns) AS tid, min(ts_ns) AS ts
-                       FROM _tv WHERE ph = 's' GROUP BY cat, id),
-                 f AS (SELECT cat, id, arg_min(pid, ts_ns) AS pid, arg_min(tid, ts_ns) AS tid, min(ts_ns) AS ts
-                       FROM _tv WHERE ph = 'f' GROUP BY cat, id)
-            SELECT {run}, {file}, cat, id, s.pid, s.tid, s.ts, f.pid, f.tid, f.ts FROM s JOIN f USING (cat, id)""",
+            SELECT {run}, {file}, cat, id, s_pid, s_tid, s_ts, f_pid, f_tid, f_ts FROM (
+                SELECT cat, id,
+                       arg_min(pid, ts_ns) FILTER (WHERE ph = 's') AS s_pid,
+                       arg_min(tid, ts_ns) FILTER (WHERE ph = 's') AS s_tid, min(ts_ns) FILTER (WHERE ph = 's') AS s_ts,
+                       arg_min(pid, ts_ns) FILTER (WHERE ph = 'f') AS f_pid,
+                       arg_min(tid, ts_ns) FILTER (WHERE ph = 'f') AS f_tid, min(ts_ns) FILTER (WHERE ph = 'f') AS f_ts,
+                       count(*) FILTER (WHERE ph = 's') AS n_s, count(*) FILTER (WHERE ph = 'f') AS n_f
+                FROM _tv WHERE ph IN ('s', 'f') GROUP BY cat, id)
+            WHERE n_s > 0 AND n_f > 0""",
         )
         series = ", ".join(f"('{k}', TRY_CAST(e.a.\"{k}\" AS DOUBLE))" for k in COUNTER_KEYS)
         insert(
