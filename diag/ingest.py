@@ -99,6 +99,7 @@ class Ingestor:
         self.archive_limits = archive_limits or archives.ArchiveLimits(max_member_bytes=max_file_bytes)
         self.on_file_done = on_file_done
         self.around_file = around_file  # wraps each file's ingest (the CLI's progress inside a file)
+        self._reserved_runs: dict[str, int] = {}  # run key → id, while a parallel ingest runs (see _prepare)
         self._tmp = Path(tempfile.mkdtemp(prefix="diag-ingest-"))
         q(store.con, f"SET memory_limit='{ingest_memory_limit()}'")
         self._discover = Discoverer(self._tmp, self.archive_limits)
@@ -144,13 +145,13 @@ class Ingestor:
         parts — DuckDB's readers and inserts, Polars' log parsing — release the GIL.  Keeping a run's files
         on one worker keeps the cross-file steps of a run (a trace replacing kernel_details stand-ins, metadata
         updating the run) as ordered as in a serial ingest; jobs and runs are created up front, in input
-        order (see ``_create_ahead``).  Largest runs start first, so the slowest run does not start last.
+        order (see ``_prepare``).  Largest runs start first, so the slowest run does not start last.
         """
         groups: dict[str, list[int]] = {}
         for i, cand in enumerate(candidates):
             groups.setdefault(run_key_of(cand), []).append(i)
         order = sorted(groups.values(), key=lambda idx: -sum(_size(candidates[i].path) for i in idx))
-        created_jobs, created_runs = self._create_ahead(candidates)
+        created_jobs, self._reserved_runs = self._prepare(candidates)
         # the workers' transactions share the database's memory limit: give each the serial ingest's share
         q(self.store.con, f"SET memory_limit='{_scaled(ingest_memory_limit(), jobs)}'")
         outcomes: list[FileOutcome | None] = [None] * len(candidates)
@@ -185,64 +186,49 @@ class Ingestor:
             for w in workers:
                 w.store.close()
             q(self.store.con, f"SET memory_limit='{ingest_memory_limit()}'")
-            self._drop_empty(created_jobs, created_runs)
+            self._reserved_runs = {}
+            self._drop_empty_jobs(created_jobs)
         return [o for o in outcomes if o is not None]
 
-    def _create_ahead(self, candidates: list[Candidate]) -> tuple[list[int], list[int]]:
-        """Jobs and runs created before the workers start, in input order as a serial ingest creates them.
+    def _prepare(self, candidates: list[Candidate]) -> tuple[list[int], dict[str, int]]:
+        """Before the workers start: the jobs created, and run ids reserved in input order.
 
-        Two workers then never race to create the same job, and run ids do not depend on which worker finished
-        first. Only what some parser will store is created; what stays empty is dropped at the end.
+        Two workers then never race to create the same job, and runs are numbered as a serial ingest numbers
+        them whichever worker finishes first — without a run row existing before its first file is stored
+        (a reader, or a kill, never sees an empty run). A job row may precede its runs: it holds no data.
         """
         jobs: list[int] = []
-        runs: list[int] = []
+        reserved: dict[str, int] = {}
         with self.store.transaction() as con:
             for cand in candidates:
                 try:
                     parser = detect(Probe.of(cand.path))
                 except Exception:  # noqa: BLE001 — the file's own ingest reports it, one line, as a serial one would
                     continue
-                if parser is None or not getattr(parser, "creates_run", True):
+                if parser is None or not (
+                    getattr(parser, "creates_run", True) or getattr(parser, "run_per_file", False)
+                ):
                     continue
                 key = f"path:{job_origin(cand)}"
-                known = q(con, "SELECT job_id FROM jobs WHERE job_key = ?", [key])
-                job_id = int(known[0][0]) if known else None
-                if job_id is None:
+                if not q(con, "SELECT 1 FROM jobs WHERE job_key = ?", [key]):
                     name = cand.run_root.parent.name or cand.run_root.name
-                    job_id = self.store.ensure_job(key, name, parent_shown(cand))
-                    jobs.append(job_id)
+                    jobs.append(self.store.ensure_job(key, name, parent_shown(cand)))
                 if getattr(parser, "run_per_file", False):
-                    continue  # its identity is its bytes' hash: created when it is stored
+                    continue  # its identity is its bytes' hash: numbered when it is stored
                 scope = run_key_of(cand)
-                if not q(con, "SELECT 1 FROM runs WHERE run_key = ?", [scope]):
-                    runs.append(
-                        self.store.ensure_run(
-                            scope, name=cand.run_root.name, platform=parser.platform, source=cand.run_source,
-                            job_id=job_id,
-                        )
-                    )  # fmt: skip
-        return jobs, runs
+                if scope not in reserved and not q(con, "SELECT 1 FROM runs WHERE run_key = ?", [scope]):
+                    reserved[scope] = self.store.reserve_run_id()
+        return jobs, reserved
 
-    def _drop_empty(self, job_ids: list[int], run_ids: list[int]) -> None:
-        """Runs created ahead that no file was stored in, then jobs left without runs."""
-        with self.store.transaction() as con:
-            if run_ids:
-                empty = "list_contains(?, run_id) AND run_id NOT IN (SELECT run_id FROM files WHERE status <> 'failed' AND run_id IS NOT NULL)"
-                q(
-                    con,
-                    f"UPDATE files SET run_id = NULL WHERE {empty}",
-                    [
-                        run_ids,
-                    ],
-                )
-                q(con, f"DELETE FROM runs WHERE {empty}", [run_ids])
-            if job_ids:
-                q(
-                    con,
-                    "DELETE FROM jobs WHERE list_contains(?, job_id) "
-                    "AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.job_id = jobs.job_id)",
-                    [job_ids],
-                )
+    def _drop_empty_jobs(self, job_ids: list[int]) -> None:
+        """Jobs created ahead that no run was stored in."""
+        if job_ids:
+            q(
+                self.store.con,
+                "DELETE FROM jobs WHERE list_contains(?, job_id) "
+                "AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.job_id = jobs.job_id)",
+                [job_ids],
+            )
 
     def _done(self, outcome: FileOutcome) -> None:
         if self.on_file_done:
@@ -316,6 +302,7 @@ class Ingestor:
                     platform=parser.platform,
                     source=cand.run_source,
                     job_id=job_id,
+                    run_id=self._reserved_runs.get(scope),
                 )
             else:  # a log file joins the run of its folder when there is one, and creates none
                 found = con.execute("SELECT run_id FROM runs WHERE run_key = ?", [scope]).fetchall()

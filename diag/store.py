@@ -204,17 +204,30 @@ class Store:
             ).fetchall()[0][0]
         )
 
-    def ensure_run(self, run_key: str, *, name: str, platform: str, source: str, job_id: int | None) -> int:
+    def ensure_run(
+        self,
+        run_key: str,
+        *,
+        name: str,
+        platform: str,
+        source: str,
+        job_id: int | None,
+        run_id: int | None = None,
+    ) -> int:
+        """The run of ``run_key``, created if new (with ``run_id`` when one was reserved for it)."""
         row = self.con.execute("SELECT run_id FROM runs WHERE run_key = ?", [run_key]).fetchall()
         if row:
             return int(row[0][0])
         return int(
             self.con.execute(
                 "INSERT INTO runs (run_id, run_key, job_id, name, platform, source) "
-                "VALUES (nextval('seq_run'), ?, ?, ?, ?, ?) RETURNING run_id",
-                [run_key, job_id, name, platform, source],
+                "VALUES (coalesce(?, nextval('seq_run')), ?, ?, ?, ?, ?) RETURNING run_id",
+                [run_id, run_key, job_id, name, platform, source],
             ).fetchall()[0][0]
         )
+
+    def reserve_run_id(self) -> int:
+        return int(self.con.execute("SELECT nextval('seq_run')").fetchall()[0][0])
 
     def update_run(self, run_id: int, **fields: Any) -> None:
         """Set run metadata; JSON-typed fields accept Python objects. None values leave a field as is."""

@@ -34,9 +34,9 @@ def make_input(dest: Path, ranks: int = 2, trace_bytes: int = 3 << 20) -> Path:
     return dest
 
 
-def start_ingest(src: Path, db: Path) -> subprocess.Popen[str]:
+def start_ingest(src: Path, db: Path, jobs: int = 1) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "diag.cli", "ingest", str(src), "--db", str(db)],
+        [sys.executable, "-m", "diag.cli", "ingest", str(src), "--db", str(db), "--jobs", str(jobs)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -64,7 +64,7 @@ def reference(src: Path, work: Path) -> tuple[dict[FileKey, dict[str, int]], flo
     db = work / "reference.duckdb"
     remove_db(db)
     t0 = time.perf_counter()
-    proc = start_ingest(src, db)
+    proc = start_ingest(src, db)  # the uninterrupted serial ingest every killed one is held to
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err
     rows, half = read_db(db)
@@ -99,7 +99,7 @@ def check_after_kill(
     return now
 
 
-def kill_loop(src: Path, work: Path, kills: int, seed: int = 0) -> KillReport:
+def kill_loop(src: Path, work: Path, kills: int, seed: int = 0, jobs: int = 1) -> KillReport:
     """SIGKILL ``diag ingest src`` ``kills`` times at random moments, checking the database after each."""
     rnd = random.Random(seed)
     ref, ref_s = reference(src, work)
@@ -111,7 +111,7 @@ def kill_loop(src: Path, work: Path, kills: int, seed: int = 0) -> KillReport:
         if stored == ref:  # everything stored: start a fresh database so that kills land mid-ingest again
             remove_db(db)
             stored = {}
-        proc = start_ingest(src, db)
+        proc = start_ingest(src, db, jobs)
         try:
             proc.wait(timeout=rnd.uniform(0.3, ref_s * 1.1))
             report.finished += 1
@@ -122,7 +122,7 @@ def kill_loop(src: Path, work: Path, kills: int, seed: int = 0) -> KillReport:
         proc.communicate()
         stored = check_after_kill(db, stored, ref, report)
     # the next ingest resumes: what was stored is unchanged, the rest is added, and it completes
-    proc = start_ingest(src, db)
+    proc = start_ingest(src, db, jobs)
     out, err = proc.communicate(timeout=600)
     if proc.returncode != 0:
         report.problems.append(f"resumed ingest exited {proc.returncode}: {err.strip()[-300:]}")
@@ -138,7 +138,10 @@ def big_input(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_input(tmp_path_factory.mktemp("crash") / "runs")
 
 
-def test_kill_9_mid_ingest_loses_nothing_and_resumes(big_input: Path, tmp_path: Path) -> None:
-    report = kill_loop(big_input, tmp_path, kills=int(os.environ.get("DIAG_CRASH_KILLS", "3")), seed=1)
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_kill_9_mid_ingest_loses_nothing_and_resumes(big_input: Path, tmp_path: Path, jobs: int) -> None:
+    report = kill_loop(
+        big_input, tmp_path, kills=int(os.environ.get("DIAG_CRASH_KILLS", "3")), seed=1, jobs=jobs
+    )
     assert report.kills >= 3 and not report.problems, report.problems[:5]
     assert report.lost == 0

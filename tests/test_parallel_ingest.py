@@ -61,12 +61,18 @@ def test_jobs_2_stores_what_jobs_1_stores(tmp_path, four_rank_job):
         rank_truth = truth["ranks"][str(row[4])]
         assert row[9] == rank_truth["trace"]["device_tasks"]
         assert row[11] == rank_truth["kernel_details"]["rows"]
-    # the folder whose only file is recognised but fails: created ahead, then dropped; its failure kept
+    # the folder whose only file is recognised but fails: its run id was reserved, no run row ever made
     assert not [r for r in b if r[2] == "failing_rank_ascend_pt"]
     failed = query(
         tmp_path / "parallel.duckdb", "SELECT run_id, status FROM files WHERE source LIKE '%failing_rank%'"
     )
     assert failed == [(None, "failed")]
+    import duckdb
+
+    from tests.reliability_checks import half_stored
+
+    with duckdb.connect(str(tmp_path / "parallel.duckdb"), read_only=True) as con:
+        assert half_stored(con) == []  # no run without a stored file, no row without its file
     # a job exists only where a run was stored: the failed folder's job was created up front, then dropped
     jobs = query(tmp_path / "parallel.duckdb", "SELECT name FROM jobs ORDER BY name")
     assert jobs == query(tmp_path / "serial.duckdb", "SELECT name FROM jobs ORDER BY name")
@@ -120,13 +126,12 @@ def test_an_older_database_continues_serving_ids_after_its_highest(tmp_path):
 
 def test_workers_cutting_same_named_traces_keep_their_own_parts(tmp_path, four_rank_job, monkeypatch):
     """Every rank's trace is 'trace_view.json': cut into parts by two workers at once, each rank keeps its own."""
-    import parsers._json_split as js
-    from diag.ingest import Ingestor
-    from diag.store import Store
-
     import threading
 
+    import parsers._json_split as js
     import parsers.ascend_trace_view as tv
+    from diag.ingest import Ingestor
+    from diag.store import Store
 
     job, truth = four_rank_job
     monkeypatch.setattr(js, "MIN_PART_BYTES", 1 << 16)  # the generated traces are a few MB: cut them too
