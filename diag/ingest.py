@@ -8,16 +8,13 @@ the old rows in the same transaction; a failure stores nothing and alters nothin
 from __future__ import annotations
 
 import contextlib
-import copy
 import os
 import random
 import re
 import shutil
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,7 +96,9 @@ class Ingestor:
         self.archive_limits = archive_limits or archives.ArchiveLimits(max_member_bytes=max_file_bytes)
         self.on_file_done = on_file_done
         self.around_file = around_file  # wraps each file's ingest (the CLI's progress inside a file)
-        self._reserved_runs: dict[str, int] = {}  # run key → id, while a parallel ingest runs (see _prepare)
+        self._reserved_runs: dict[
+            str, int
+        ] = {}  # run key → id, while a parallel ingest runs (see diag.ingest_parallel._prepare)
         self._tmp = Path(tempfile.mkdtemp(prefix="diag-ingest-"))
         q(store.con, f"SET memory_limit='{ingest_memory_limit()}'")
         self._discover = Discoverer(self._tmp, self.archive_limits)
@@ -122,13 +121,15 @@ class Ingestor:
     def run(self, candidates: list[Candidate], refused: list[FileOutcome], jobs: int = 1) -> IngestSummary:
         """Ingest collected files, reporting each outcome (refused inputs first).
 
-        ``jobs`` > 1 ingests that many runs at once (see ``_run_parallel``); outcomes keep the input order.
+        ``jobs`` > 1 ingests that many runs at once (see ``diag.ingest_parallel``); outcomes keep the input order.
         """
         summary = IngestSummary(files=list(refused))
         for outcome in refused:
             self._done(outcome)
         if jobs > 1 and len(candidates) > 1:
-            summary.files.extend(self._run_parallel(candidates, jobs))
+            from diag.ingest_parallel import run_parallel  # it builds on this module
+
+            summary.files.extend(run_parallel(self, candidates, jobs))
             return summary
         for cand in candidates:
             with self.around_file(cand) if self.around_file else contextlib.nullcontext():
@@ -136,99 +137,6 @@ class Ingestor:
             summary.files.append(outcome)
             self._done(outcome)
         return summary
-
-    def _run_parallel(self, candidates: list[Candidate], jobs: int) -> list[FileOutcome]:
-        """Runs in parallel, each run's files in order on one worker.
-
-        Workers are threads, each with its own connection (its own transactions) to the one database: DuckDB
-        allows a single writing process per file but many concurrent transactions inside it, and the heavy
-        parts — DuckDB's readers and inserts, Polars' log parsing — release the GIL.  Keeping a run's files
-        on one worker keeps the cross-file steps of a run (a trace replacing kernel_details stand-ins, metadata
-        updating the run) as ordered as in a serial ingest; jobs and runs are created up front, in input
-        order (see ``_prepare``).  Largest runs start first, so the slowest run does not start last.
-        """
-        groups: dict[str, list[int]] = {}
-        for i, cand in enumerate(candidates):
-            groups.setdefault(run_key_of(cand), []).append(i)
-        order = sorted(groups.values(), key=lambda idx: -sum(_size(candidates[i].path) for i in idx))
-        created_jobs, self._reserved_runs = self._prepare(candidates)
-        # the workers' transactions share the database's memory limit: give each the serial ingest's share
-        q(self.store.con, f"SET memory_limit='{_scaled(ingest_memory_limit(), jobs)}'")
-        outcomes: list[FileOutcome | None] = [None] * len(candidates)
-        local = threading.local()
-        done_lock = threading.Lock()
-        workers: list[Ingestor] = []
-
-        def worker() -> Ingestor:
-            if not hasattr(local, "ingestor"):
-                clone = copy.copy(self)
-                clone.store = self.store.sibling()
-                # temporaries are named after their source file ('trace_view.json' in every rank): one folder each
-                clone._tmp = Path(tempfile.mkdtemp(prefix="worker-", dir=self._tmp))
-                local.ingestor = clone
-                with done_lock:
-                    workers.append(clone)
-            return local.ingestor
-
-        def ingest_group(indices: list[int]) -> None:
-            me = worker()
-            for i in indices:
-                outcome = me.ingest_one(candidates[i])
-                outcomes[i] = outcome
-                with done_lock:
-                    self._done(outcome)
-
-        try:
-            with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="diag-ingest") as pool:
-                for future in [pool.submit(ingest_group, g) for g in order]:
-                    future.result()
-        finally:
-            for w in workers:
-                w.store.close()
-            q(self.store.con, f"SET memory_limit='{ingest_memory_limit()}'")
-            self._reserved_runs = {}
-            self._drop_empty_jobs(created_jobs)
-        return [o for o in outcomes if o is not None]
-
-    def _prepare(self, candidates: list[Candidate]) -> tuple[list[int], dict[str, int]]:
-        """Before the workers start: the jobs created, and run ids reserved in input order.
-
-        Two workers then never race to create the same job, and runs are numbered as a serial ingest numbers
-        them whichever worker finishes first — without a run row existing before its first file is stored
-        (a reader, or a kill, never sees an empty run). A job row may precede its runs: it holds no data.
-        """
-        jobs: list[int] = []
-        reserved: dict[str, int] = {}
-        with self.store.transaction() as con:
-            for cand in candidates:
-                try:
-                    parser = detect(Probe.of(cand.path))
-                except Exception:  # noqa: BLE001 — the file's own ingest reports it, one line, as a serial one would
-                    continue
-                if parser is None or not (
-                    getattr(parser, "creates_run", True) or getattr(parser, "run_per_file", False)
-                ):
-                    continue
-                key = f"path:{job_origin(cand)}"
-                if not q(con, "SELECT 1 FROM jobs WHERE job_key = ?", [key]):
-                    name = cand.run_root.parent.name or cand.run_root.name
-                    jobs.append(self.store.ensure_job(key, name, parent_shown(cand)))
-                if getattr(parser, "run_per_file", False):
-                    continue  # its identity is its bytes' hash: numbered when it is stored
-                scope = run_key_of(cand)
-                if scope not in reserved and not q(con, "SELECT 1 FROM runs WHERE run_key = ?", [scope]):
-                    reserved[scope] = self.store.reserve_run_id()
-        return jobs, reserved
-
-    def _drop_empty_jobs(self, job_ids: list[int]) -> None:
-        """Jobs created ahead that no run was stored in."""
-        if job_ids:
-            q(
-                self.store.con,
-                "DELETE FROM jobs WHERE list_contains(?, job_id) "
-                "AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.job_id = jobs.job_id)",
-                [job_ids],
-            )
 
     def _done(self, outcome: FileOutcome) -> None:
         if self.on_file_done:
@@ -374,16 +282,6 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except OSError:
         return 0
-
-
-def _scaled(limit: str, factor: int) -> str:
-    """A DuckDB memory size ('160MB', '1.5GiB') times ``factor``, in bytes."""
-    m = re.fullmatch(r"\s*([\d.]+)\s*([KMGT]?)(i?)B?\s*", limit, re.I)
-    if not m:
-        return limit
-    base = 1024 if m.group(3) or not m.group(2) else 1000
-    power = " KMGT".index(m.group(2).upper() or " ")
-    return f"{int(float(m.group(1)) * base**power * factor)}B"
 
 
 def finalize_run(store: Store, run_id: int) -> None:
