@@ -237,8 +237,7 @@ def _rank_cells(r: dict[str, Any]) -> list[str]:
 def _md_ranks(pm: Postmortem) -> list[str]:
     if not pm.ranks or pm.job_id is None:
         return []
-    out = ["## Ranks", "", "| " + " | ".join(RANK_COLUMNS) + " |", "|" + "---|" * len(RANK_COLUMNS)]
-    out += ["| " + " | ".join(md_escape(c) for c in _rank_cells(r)) + " |" for r in pm.ranks[:MAX_ROWS]]
+    out = ["## Ranks", "", *_md_table(RANK_COLUMNS, [_rank_cells(r) for r in pm.ranks[:MAX_ROWS]])]
     if len(pm.ranks) > MAX_ROWS:
         out += [f"… {len(pm.ranks) - MAX_ROWS} more rank(s) (see the JSON report)"]
     return [*out, ""]
@@ -333,10 +332,7 @@ def to_html(pm: Postmortem) -> str:
         out.append("</table>")
     out += _serving_html(pm)
     if pm.ranks and pm.job_id is not None:
-        out.append("<h2>Ranks</h2><table><tr>" + "".join(f"<th>{_e(c)}</th>" for c in RANK_COLUMNS) + "</tr>")
-        for r in pm.ranks[:MAX_ROWS]:
-            out.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in _rank_cells(r)) + "</tr>")
-        out.append("</table>")
+        out += ["<h2>Ranks</h2>", _html_table(RANK_COLUMNS, [_rank_cells(r) for r in pm.ranks[:MAX_ROWS]])]
     out.append("<h2>Environment</h2>")
     if pm.environment_diff:
         out.append('<ul class="diff">')

@@ -8,8 +8,9 @@ import csv
 import io
 import re
 from collections.abc import Callable, Iterable, Iterator
+from decimal import Decimal
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import duckdb
 
@@ -279,3 +280,25 @@ def json_array_prefix(
             continue
         return out, f"truncated at byte {size} (file size); stored the complete events up to byte {cut}"
     raise BadInputError(display, "truncated JSON array with no complete event", offset=size)
+
+
+def scaled_exact(value: Any, factor: Decimal) -> int | None:
+    """A number from a JSON or SQLite value (µs, ms, MB…) × ``factor`` as an exact int (ns, bytes).
+
+    None for null, 'N/A', '', a non-number, or a value outside BIGINT (a float goes through its shortest repr).
+    """
+    if value is None or value == "N/A":
+        return None
+    try:
+        scaled = (Decimal(str(value)) * factor).to_integral_value()
+    except ArithmeticError:  # decimal.InvalidOperation: not a number
+        return None
+    return int(scaled) if scaled.is_finite() and -(1 << 63) <= scaled < (1 << 63) else None
+
+
+def read_json_array_sql(paths: Path | list[Path], columns: dict[str, str]) -> str:
+    """``read_json`` over one or several JSON arrays of events with a fixed projection (see _json_split)."""
+    listed = paths if isinstance(paths, list) else [paths]
+    p = "', '".join(str(x).replace("'", "''") for x in listed)
+    spec = "{" + ", ".join(f"'{k}': '{v}'" for k, v in columns.items()) + "}"
+    return f"read_json(['{p}'], format='array', columns={spec}, maximum_object_size={JSON_MAX_OBJECT})"

@@ -19,7 +19,7 @@ import pyarrow as pa
 from diag.errors import BadInputError
 from diag.store import q
 from parsers._base import ParseContext, ParseResult, Probe
-from parsers._io import one_line
+from parsers._io import one_line, scaled_exact
 
 _STEP_KEY = re.compile(r'^\s*\{\s*"step\d*"\s*:\s*\{\s*"(p2p|collective)"')
 _MS = Decimal(1_000_000)
@@ -27,14 +27,7 @@ _MB = Decimal(1_000_000)
 
 
 def _ns(value: Any, factor: Decimal = _MS) -> int | None:
-    """Exact integer ns (or bytes); None for N/A, a non-number, or a value outside BIGINT."""
-    if value is None or value == "N/A":
-        return None
-    try:
-        scaled = (Decimal(str(value)) * factor).to_integral_value()
-    except ArithmeticError:  # decimal.InvalidOperation: not a number
-        return None
-    return int(scaled) if scaled.is_finite() and -(1 << 63) <= scaled < (1 << 63) else None
+    return scaled_exact(value, factor)
 
 
 def _float(value: Any) -> float | None:

@@ -17,7 +17,7 @@ import duckdb
 from diag.errors import BadInputError
 from diag.store import q
 from parsers._base import ParseContext, ParseResult, Probe
-from parsers._io import JSON_MAX_OBJECT, json_array_is_complete, json_array_prefix, one_line
+from parsers._io import json_array_is_complete, json_array_prefix, one_line, read_json_array_sql
 from parsers._json_split import remove as remove_parts
 from parsers._json_split import split_array
 from parsers._sql import task_kind
@@ -40,15 +40,12 @@ OVERLAP_PROCESS = "Overlap Analysis"
 
 
 def read_json_sql(path: Path | list[Path]) -> str:
-    paths = path if isinstance(path, list) else [path]
-    p = "', '".join(str(x).replace("'", "''") for x in paths)
     args = ", ".join(f'"{k}" VARCHAR' for k in (*ARG_KEYS, *COUNTER_KEYS))
     cols = {
         "ph": "VARCHAR", "name": "VARCHAR", "cat": "VARCHAR", "pid": "VARCHAR", "tid": "VARCHAR",
         "ts": "VARCHAR", "dur": "VARCHAR", "id": "VARCHAR", "args": f"STRUCT({args})",
     }  # fmt: skip
-    spec = "{" + ", ".join(f"'{k}': '{v}'" for k, v in cols.items()) + "}"
-    return f"read_json(['{p}'], format='array', columns={spec}, maximum_object_size={JSON_MAX_OBJECT})"
+    return read_json_array_sql(path, cols)
 
 
 def _ts(col: str) -> str:

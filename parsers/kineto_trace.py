@@ -36,7 +36,7 @@ from diag.archives import ArchiveLimits
 from diag.errors import BadInputError
 from diag.store import default_memory_limit, q
 from parsers._base import ParseContext, ParseResult, Probe
-from parsers._io import JSON_MAX_OBJECT, element_ends, one_line
+from parsers._io import element_ends, one_line, read_json_array_sql
 from parsers._json_split import remove as remove_parts
 from parsers._json_split import split_array
 
@@ -297,13 +297,10 @@ def _parses(path: Path) -> bool:
 
 
 def read_json_sql(path: Path | list[Path]) -> str:
-    paths = path if isinstance(path, list) else [path]
-    p = "', '".join(str(x).replace("'", "''") for x in paths)
     args = ", ".join(f'"{k}" VARCHAR' for k in ARG_KEYS)
     cols = {"ph": "VARCHAR", "cat": "VARCHAR", "name": "VARCHAR", "pid": "VARCHAR", "tid": "VARCHAR",
             "ts": "VARCHAR", "dur": "VARCHAR", "id": "VARCHAR", "args": f"STRUCT({args})"}  # fmt: skip
-    spec = "{" + ", ".join(f"'{k}': '{v}'" for k, v in cols.items()) + "}"
-    return f"read_json(['{p}'], format='array', columns={spec}, maximum_object_size={JSON_MAX_OBJECT})"
+    return read_json_array_sql(path, cols)
 
 
 def us_to_ns(col: str) -> str:

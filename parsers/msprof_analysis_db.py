@@ -17,7 +17,7 @@ from typing import Any
 
 from diag.errors import BadInputError
 from parsers._base import ParseContext, ParseResult, Probe
-from parsers._io import one_line
+from parsers._io import one_line, scaled_exact
 from parsers.ascend_communication import _insert
 from parsers.ascend_profiler_db import db_tables, skipped_as_duplicate
 from parsers.nsys_sqlite import SQLITE_MAGIC, open_readonly
@@ -25,17 +25,6 @@ from parsers.nsys_sqlite import SQLITE_MAGIC, open_readonly
 TABLES = ("StepTraceTime", "CommAnalyzerTime", "CommAnalyzerBandwidth", "CommAnalyzerMatrix")
 TEXT_TWINS = ("step_trace_time.csv", "communication.json", "communication_matrix.json")
 US, MS, MB = Decimal(1000), Decimal(1_000_000), Decimal(1_000_000)
-
-
-def _ns(value: Any, factor: Decimal) -> int | None:
-    if value is None or value == "" or value == "N/A":
-        return None
-    try:
-        return int(
-            (Decimal(repr(value) if isinstance(value, float) else str(value)) * factor).to_integral_value()
-        )
-    except ArithmeticError:
-        return None
 
 
 def _int(value: Any) -> int | None:
@@ -72,7 +61,7 @@ def step_trace(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     }  # fmt: skip
     return [
         {"device_id": _int(r.get("deviceId")), "step": _int(r.get("step"))}
-        | {k: _ns(r.get(c), US) for k, c in keys.items()}
+        | {k: scaled_exact(r.get(c), US) for k, c in keys.items()}
         for r in rows
     ]
 
@@ -81,7 +70,7 @@ def comm_ops(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for r in rows:
         transit, wait, sync = (
-            _ns(r.get(k), MS) for k in ("transit_time", "wait_time", "synchronization_time")
+            scaled_exact(r.get(k), MS) for k in ("transit_time", "wait_time", "synchronization_time")
         )
         out.append(
             {
@@ -89,12 +78,12 @@ def comm_ops(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "kind": r.get("type"),
                 "op_name": r.get("hccl_op_name"),
                 "group_name": r.get("group_name"),
-                "start_ns": _ns(r.get("start_timestamp"), US),
-                "elapse_ns": _ns(r.get("elapse_time"), MS),
+                "start_ns": scaled_exact(r.get("start_timestamp"), US),
+                "elapse_ns": scaled_exact(r.get("elapse_time"), MS),
                 "transit_ns": transit,
                 "wait_ns": wait,
                 "sync_ns": sync,
-                "idle_ns": _ns(r.get("idle_time"), MS),
+                "idle_ns": scaled_exact(r.get("idle_time"), MS),
                 "wait_ratio": _ratio(wait, transit),
                 "sync_ratio": _ratio(sync, transit),
             }  # fmt: skip
@@ -120,8 +109,8 @@ def comm_bandwidth(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "op_name": r.get("hccl_op_name"),
                 "group_name": r.get("group_name"),
                 "transport": r.get("transport_type"),
-                "size_bytes": _ns(r.get("transit_size"), MB),
-                "transit_ns": _ns(r.get("transit_time"), MS),
+                "size_bytes": scaled_exact(r.get("transit_size"), MB),
+                "transit_ns": scaled_exact(r.get("transit_time"), MS),
                 "bandwidth_gbps": r.get("bandwidth"),
                 "large_packet_ratio": r.get("large_packet_ratio"),
             },  # fmt: skip
@@ -139,8 +128,8 @@ def comm_matrix(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "src_rank": _int(r.get("src_rank")),
             "dst_rank": _int(r.get("dst_rank")),
             "transport": r.get("transport_type"),
-            "size_bytes": _ns(r.get("transit_size"), MB),
-            "transit_ns": _ns(r.get("transit_time"), MS),
+            "size_bytes": scaled_exact(r.get("transit_size"), MB),
+            "transit_ns": scaled_exact(r.get("transit_time"), MS),
             "bandwidth_gbps": r.get("bandwidth"),
             "op_name": r.get("op_name"),
         }  # fmt: skip

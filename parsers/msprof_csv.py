@@ -17,9 +17,12 @@ Column lists: ``../shared/formats/ascend_profiler.md`` §d "CSV headers" (MSPROF
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from parsers._base import ParseContext, ParseResult
 from parsers._csv_table import CsvSpec, CsvTableParser
 from parsers._csv_table import alternatives as alt
+from parsers.ascend_op_statistic import SPEC as OP_STATISTIC
 from parsers.ascend_profiler_db import skipped_as_duplicate
 
 TIMELINES = ("trace_view.json", "msprof_*.json", "msprof_slice_*.json")
@@ -78,32 +81,15 @@ class TaskTimeParser(CsvTableParser):
         return skipped if skipped is not None else super().parse(ctx)
 
 
-COMMUNICATION_STATISTIC = CsvSpec(
+# op_statistic's columns without Core Type: every row is a communication op
+COMMUNICATION_STATISTIC = replace(
+    OP_STATISTIC,
     name="msprof_communication_statistic",
     version=1,
-    table="op_stats",
     signature=("op_type", "count", "total", "ratio"),
     excludes=("Core Type",),  # op_statistic has it
-    aliases={
-        "device_id": ("Device_id",),
-        "op_type": ("OP Type",),
-        "count": ("Count",),
-        "total": ("Total Time(us)",),
-        "min": ("Min Time(us)",),
-        "avg": ("Avg Time(us)",),
-        "max": ("Max Time(us)",),
-        "ratio": ("Ratio(%)",),
-    },
-    select={
-        "device_id": alt("device_id:int"),
-        "op_type": alt("op_type:text"),
-        "count": alt("count:int"),
-        "total_ns": alt("total:dur"),
-        "min_ns": alt("min:dur?"),
-        "avg_ns": alt("avg:dur?"),
-        "max_ns": alt("max:dur?"),
-        "ratio_pct": alt("ratio:float"),
-    },
+    aliases={k: v for k, v in OP_STATISTIC.aliases.items() if k != "core_type"},
+    select={k: v for k, v in OP_STATISTIC.select.items() if k != "core_type"},
     constants={"core_type": "'COMMUNICATION'"},
 )
 
