@@ -59,6 +59,7 @@ class ParseContext:
     run_id: int
     file_id: int
     tmpdir: Path
+    lenient: bool = False  # a strict CSV read of this file failed: read it again, skipping malformed rows
 
 
 @dataclass

@@ -108,7 +108,7 @@ class CsvTableParser:
             ).fetchall()[0]
             return int(row[0]) if row else 0
 
-        n, partial = run_csv(ctx.con, ctx.path, ctx.display, header, insert)
+        n, partial = run_csv(ctx.con, ctx.path, ctx.display, header, insert, lenient=ctx.lenient)
         result = ParseResult(partial=partial)
         result.add(spec.table, n)
         if spec.rest_as_list and rest:

@@ -140,24 +140,37 @@ def csv_source(path: Path, header: list[str], lenient: bool = False) -> str:
     return f"read_csv('{_sql_str(path)}', {CSV_OPTIONS}, columns={columns}{extra})"
 
 
+class RetryLenient(Exception):
+    """A strict CSV read failed and aborted the transaction: ingest the file again with ``lenient``."""
+
+    def __init__(self, display: str) -> None:
+        super().__init__(f"{display}: malformed rows, reading it again skipping them")
+
+
 def run_csv(
-    con: duckdb.DuckDBPyConnection, path: Path, display: str, header: list[str], body: Callable[[str], T]
+    con: duckdb.DuckDBPyConnection,
+    path: Path,
+    display: str,
+    header: list[str],
+    body: Callable[[str], T],
+    lenient: bool = False,
 ) -> tuple[T, str | None]:
     """Run ``body(read_csv_sql)`` in one pass; DuckDB errors become one-line BadInputErrors.
 
     Rows that do not fit the header (a missing field, a last line cut off by a killed writer) are skipped,
     the rest stored, and the returned note says which lines were dropped and why: partial, never shifted.
-    (A failed statement aborts the whole transaction in DuckDB, so there is no second try: the reader
-    collects rejects instead of failing.)  Collecting rejects slows the reader down by half, so a file that
-    a bare strict scan — on a connection of its own, outside the transaction — reads without error is read
-    strictly; only a file with bad rows pays for the lenient read.
+    Collecting rejects slows the reader down by half, and nearly every file is well formed, so the first read
+    is strict.  A failed statement aborts the whole transaction in DuckDB, so when it fails the caller's
+    transaction is redone with ``lenient`` (RetryLenient), which pays for the reject-collecting read.
     """
-    if _reads_strictly(con, path, header):
+    if not lenient:
         try:
             return body(csv_source(path, header)), None
-        except duckdb.Error as exc:  # a value the scan did not look at (a column's encoding, a cast)
+        except duckdb.Error:
             enc = encoding_error(path, display)
-            raise (enc or BadInputError(display, f"cannot read as CSV: {one_line(exc)}")) from None
+            if enc:
+                raise enc from None
+            raise RetryLenient(display) from None
     try:
         result = body(csv_source(path, header, lenient=True))
         rejects = con.execute(
@@ -178,17 +191,6 @@ def run_csv(
     cut = " (file ends without a newline: truncated)" if _last_newline(path) is not None else ""
     more = f" and {len(rejects) - 1} more" if len(rejects) > 1 else ""
     return result, f"skipped {len(rejects)} malformed row(s): line {line}: {why}{more}{cut}"
-
-
-def _reads_strictly(con: duckdb.DuckDBPyConnection, path: Path, header: list[str]) -> bool:
-    side = con.cursor()
-    try:
-        side.execute(f"SELECT count(*) FROM {csv_source(path, header)}").fetchall()
-        return True
-    except duckdb.Error:
-        return False
-    finally:
-        side.close()
 
 
 def _sql_str(path: Path) -> str:

@@ -20,7 +20,7 @@ from parsers._base import ParseContext, ParseResult, Probe
 from parsers._io import json_array_is_complete, json_array_prefix, one_line, read_json_array_sql
 from parsers._json_split import remove as remove_parts
 from parsers._json_split import split_array
-from parsers._sql import task_kind
+from parsers._sql import task_kind, us_text_to_ns
 
 # args keys read, all as text (their JSON types vary by version). DuckDB struct fields are case-insensitive,
 # so HCCL plane tasks' lower-case 'task type' / 'stream id' / 'task id' cannot sit beside 'Task Type' &c.:
@@ -57,7 +57,7 @@ def _ts(col: str) -> str:
 
 
 def _dur(col: str) -> str:
-    return f"CAST(round(CAST({col} AS DECIMAL(38,9)) * 1000) AS BIGINT)"
+    return us_text_to_ns(col)
 
 
 _EVENT_START = re.compile(r"^\s*\[\s*(\{|\])")
