@@ -5,6 +5,7 @@ trace_view.json and a ≥ 1M-row kernel_details.csv, then measures each in separ
 peak RSS belongs to one measurement only:
 
 * ``diag ingest FILE --db FRESH.duckdb --json`` (wall time, peak RSS);
+* DuckDB storing the file by itself: ``CREATE TABLE AS`` over the same reader into a fresh database file;
 * the bare scan, with diag's memory limit: for the trace ``SELECT count(*), max(ts), sum(dur)`` over
   ``read_json`` with the very projection diag uses (imported: ``parsers.ascend_trace_view.read_json_sql``,
   whatever its column types are today; ``dur`` is cast with TRY_CAST so either type works), for the CSV
@@ -62,6 +63,26 @@ else:
 print(json.dumps({"rows": row[0]}))
 """
 
+# The same file stored by DuckDB alone: one CREATE TABLE AS over the same reader (diag's projection for the
+# trace, every column as text for the CSV) into a fresh database file, checkpointed.  No conversion, no split
+# into tables: what "read it and keep it" costs before diag does anything of its own.
+_STORE = """
+import json, sys, duckdb
+from diag.store import ingest_memory_limit
+from parsers._io import csv_header, csv_source
+from parsers.ascend_trace_view import read_json_sql
+from pathlib import Path
+kind, path, db = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+con = duckdb.connect(db)
+con.execute(f"SET memory_limit='{ingest_memory_limit()}'").fetchall()
+con.execute("SET preserve_insertion_order=false").fetchall()
+con.execute("SET enable_progress_bar=false").fetchall()
+source = read_json_sql(path) if kind == "json" else csv_source(path, csv_header(path, path.name))
+n = con.execute(f"CREATE TABLE stored AS SELECT * FROM {source}").fetchall()[0][0]
+con.execute("CHECKPOINT").fetchall()
+print(json.dumps({"rows": n}))
+"""
+
 
 def _median_run(runs: list[dict]) -> dict:
     """The run with the median wall time, with the highest peak RSS of all runs; every wall time kept."""
@@ -77,11 +98,13 @@ def bench_file(path: Path, kind: str, workdir: Path, repeat: int = 1) -> dict:
     minutes, so alternating and taking medians keeps the ratio from comparing a fast minute with a slow one)."""
     size = path.stat().st_size
     db = workdir / f"ingest_{kind}.duckdb"
-    scans, ingests, payload = [], [], None
+    scans, stores, ingests, payload = [], [], [], None
     for _ in range(repeat):
         scans.append(measure([sys.executable, "-c", _SCAN, kind, str(path)]))
         for leftover in (db, db.with_suffix(".duckdb.wal")):
             leftover.unlink(missing_ok=True)
+        stores.append(measure([sys.executable, "-c", _STORE, kind, str(path), str(db)]))
+        db.unlink(missing_ok=True)
         ingests.append(
             measure([sys.executable, "-m", "diag.cli", "ingest", str(path), "--db", str(db), "--json"])
         )
@@ -89,7 +112,7 @@ def bench_file(path: Path, kind: str, workdir: Path, repeat: int = 1) -> dict:
             payload = json.loads(ingests[-1]["stdout"])
         db.unlink(missing_ok=True)
         shutil.rmtree(workdir / ".diag_tmp", ignore_errors=True)
-    scan, ingest = _median_run(scans), _median_run(ingests)
+    scan, store, ingest = _median_run(scans), _median_run(stores), _median_run(ingests)
     rows = json.loads(scan["stdout"].strip().splitlines()[-1])["rows"] if scan["rc"] == 0 else None
     stored = payload["summary"]["rows"] if payload else None
     status = [f["status"] for f in payload["files"]] if payload else None
@@ -112,29 +135,32 @@ def bench_file(path: Path, kind: str, workdir: Path, repeat: int = 1) -> dict:
         "rows": rows,
         "ingest": figures(ingest),
         "bare_scan": figures(scan),
+        "duckdb_store": figures(store),
     }
     out["ingest"].update({"stored_rows": stored, "status": status})
     out["ingest_vs_bare_speed"] = round(scan["wall_s"] / ingest["wall_s"], 3)
+    out["ingest_vs_duckdb_store_speed"] = round(store["wall_s"] / ingest["wall_s"], 3)
     return out
 
 
 def print_table(results: list[dict]) -> None:
     head = (
-        f"{'file':<20} {'size MB':>9} {'rows':>11} | {'what':<10} {'wall s':>8} {'MB/s':>8} {'rows/s':>11} "
+        f"{'file':<20} {'size MB':>9} {'rows':>11} | {'what':<12} {'wall s':>8} {'MB/s':>8} {'rows/s':>11} "
         f"{'peak RSS MB':>12} {'× file':>7}"
     )
     print(head)
     print("-" * len(head))
     for r in results:
-        for i, what in enumerate(("ingest", "bare_scan")):
+        for i, what in enumerate(("ingest", "bare_scan", "duckdb_store")):
             m = r[what]
             lead = f"{r['file']:<20} {r['bytes'] / 1e6:>9.1f} {r['rows'] or 0:>11,}" if i == 0 else " " * 42
             print(
-                f"{lead} | {what:<10} {m['wall_s']:>8.2f} {m['mb_per_s']:>8.1f} {m['rows_per_s'] or 0:>11,} "
+                f"{lead} | {what:<12} {m['wall_s']:>8.2f} {m['mb_per_s']:>8.1f} {m['rows_per_s'] or 0:>11,} "
                 f"{m['peak_rss_mb']:>12.1f} {m['peak_rss_x_file']:>7.3f}"
             )
         print(
-            f"{'':<42} | ingest speed / bare-scan speed = {r['ingest_vs_bare_speed']:.3f}   stored {r['ingest']['stored_rows']}"
+            f"{'':<42} | ingest speed / bare-scan speed = {r['ingest_vs_bare_speed']:.3f}, / DuckDB-store speed = "
+            f"{r['ingest_vs_duckdb_store_speed']:.3f}   stored {r['ingest']['stored_rows']}"
         )
 
 
