@@ -242,3 +242,31 @@ def test_sql_is_read_only(db):
     proc = run_cli("sql", "DELETE FROM kernels", "--db", str(db))
     assert proc.returncode != 0 and "read-only" in proc.stderr.lower()
     assert query(db, "SELECT count(*) FROM kernels") == [(3,)]
+
+
+def test_digest_computed_alongside_the_parse_is_the_files_sha256(tmp_path, monkeypatch):
+    """Large new files are hashed on a thread beside their parse (diag.ingest._Digest): same ledger, same
+    idempotence.  The threshold is lowered so that these small real files take that path."""
+    import hashlib
+
+    import diag.ingest as ingest_mod
+    from diag.store import Store
+
+    monkeypatch.setattr(ingest_mod, "_HASH_ALONGSIDE_BYTES", 0)
+    run = FIXTURES / "real" / "msinsight_test_rank_0"
+    db = tmp_path / "d.duckdb"
+    outcomes = []
+    for _ in range(2):
+        with Store(db) as store:
+            ing = ingest_mod.Ingestor(store)
+            try:
+                outcomes.append(ing.ingest([run]))
+            finally:
+                ing.close()
+    first, second = outcomes
+    assert first.count("failed") == 0 and first.count("ok") >= 5
+    assert second.count("unchanged") == first.count("ok") + first.count("partial")
+    stored = dict(query(db, "SELECT source, sha256 FROM files WHERE status <> 'failed'"))
+    assert len(stored) == first.count("ok") + first.count("partial")
+    for source, digest in stored.items():
+        assert digest == hashlib.sha256(Path(source).read_bytes()).hexdigest(), source
