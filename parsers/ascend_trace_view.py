@@ -39,17 +39,32 @@ COMM_PROCESSES = ("HCCL", "Communication")
 OVERLAP_PROCESS = "Overlap Analysis"
 
 
-def read_json_sql(path: Path | list[Path]) -> str:
+# The exporters write ts as a string; a trace rewritten by another tool may carry JSON numbers, which DuckDB
+# hands over as text only after a trip through float64 (~0.25 µs at epoch magnitude): such a trace reads ts
+# as DECIMAL instead, exact from numbers and strings alike (and ~20 % slower, so not by default).
+_NUMERIC_TS = re.compile(rb'"ts"\s*:\s*-?[0-9]')
+_SNIFF_BYTES = 1 << 20
+
+
+def numeric_ts(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        return _NUMERIC_TS.search(fh.read(_SNIFF_BYTES)) is not None
+
+
+def read_json_sql(path: Path | list[Path], exact_numbers: bool = False) -> str:
     args = ", ".join(f'"{k}" VARCHAR' for k in (*ARG_KEYS, *COUNTER_KEYS))
     cols = {
         "ph": "VARCHAR", "name": "VARCHAR", "cat": "VARCHAR", "pid": "VARCHAR", "tid": "VARCHAR",
-        "ts": "VARCHAR", "dur": "VARCHAR", "id": "VARCHAR", "args": f"STRUCT({args})",
+        "ts": "DECIMAL(38,9)" if exact_numbers else "VARCHAR", "dur": "VARCHAR", "id": "VARCHAR",
+        "args": f"STRUCT({args})",
     }  # fmt: skip
     return read_json_array_sql(path, cols)
 
 
-def _ts(col: str) -> str:
+def _ts(col: str, exact_numbers: bool = False) -> str:
     """Trace ``ts``: epoch µs text, usually with exactly 3 decimals → exact ns (see parsers._sql)."""
+    if exact_numbers:
+        return f"CAST(round({col} * 1000) AS BIGINT)"
     return (
         f"CASE WHEN {col}[-4] = '.' AND NOT contains({col}, 'e') THEN CAST(replace({col}, '.', '') AS BIGINT) "
         f"ELSE CAST(round(CAST({col} AS DECIMAL(38,9)) * 1000) AS BIGINT) END"
@@ -104,6 +119,7 @@ class AscendTraceViewParser:
     def _load(self, ctx: ParseContext, path: Path, result: ParseResult) -> None:
         con = ctx.con
         threads = int(q(con, "SELECT current_setting('threads')")[0][0])
+        exact = numeric_ts(path)
         parts = split_array(
             path, threads, ctx.tmpdir
         )  # one part per thread: DuckDB reads one file per thread
@@ -112,8 +128,8 @@ class AscendTraceViewParser:
                 con,
                 f"""CREATE TEMP TABLE _tv AS
                 SELECT ph, name, cat, TRY_CAST(pid AS BIGINT) AS pid, TRY_CAST(tid AS BIGINT) AS tid,
-                       {_ts("ts")} AS ts_ns, {_dur("dur")} AS dur_ns, id, args AS a
-                FROM {read_json_sql(parts)}""",
+                       {_ts("ts", exact)} AS ts_ns, {_dur("dur")} AS dur_ns, id, args AS a
+                FROM {read_json_sql(parts, exact)}""",
             )
         except duckdb.Error as exc:
             raise BadInputError(ctx.display, f"cannot read as a trace event array: {one_line(exc)}") from None

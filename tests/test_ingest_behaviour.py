@@ -270,3 +270,28 @@ def test_digest_computed_alongside_the_parse_is_the_files_sha256(tmp_path, monke
     assert len(stored) == first.count("ok") + first.count("partial")
     for source, digest in stored.items():
         assert digest == hashlib.sha256(Path(source).read_bytes()).hexdigest(), source
+
+
+def test_trace_with_numeric_ts_keeps_every_nanosecond(tmp_path, db):
+    """A trace rewritten with ts as JSON numbers (not the exporters' strings) stores the same instants: a
+    float64 would be ~0.25 µs off at epoch magnitude."""
+    import re
+
+    text = (REAL_LEVEL2 / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").read_text(encoding="utf-8")
+    numeric, n = re.subn(r'"ts": "(-?[0-9.]+)"', r'"ts": \1', text)
+    assert n > 1000
+    run = tmp_path / "numeric_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    run.mkdir(parents=True)
+    (run / "trace_view.json").write_text(numeric, encoding="utf-8")
+    other = tmp_path / "other.duckdb"
+    for target, path in (
+        (db, REAL_LEVEL2 / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"),
+        (other, run / "trace_view.json"),
+    ):
+        code, payload = cli_json("ingest", str(path), "--db", str(target))
+        assert code == 0 and payload["files"][0]["status"] == "ok", payload
+    sql = "SELECT start_ns, dur_ns, name FROM {} ORDER BY ALL"
+    for table in ("device_tasks", "host_ops"):
+        want, got = query(db, sql.format(table)), query(other, sql.format(table))
+        assert len(want) > 100 and got == want, table
+    assert any(start % 1000 for start, _, _ in query(db, sql.format("device_tasks")))  # ns digits present
