@@ -527,3 +527,22 @@ def test_corpus_file(cann_corpus, tmp_path, name):
     known = diagnosis.error_codes()
     assert {r["code"] for r in rows if r["code"]} <= set(known)
     store.close()
+
+
+@pytest.mark.parametrize(
+    ("code", "component", "meaning"),
+    [
+        ("EZ9999", "operators / host API", "Inner error"),  # in the catalog: its own words
+        ("EL0011", "driver", "error (from the code's spelling"),
+        ("EB9999", "TBE pass compiler", "inner error (from"),
+        ("W41001", "TEFUSION / TBE front end", "warning (from"),
+        ("ERR01011", "torch_npu OPS", "timeout (from"),
+        ("ERR02200", "torch_npu DIST", "DIST call hccl api failed"),
+        ("507099", "runtime / ACL return code", "unknown (from"),
+        ("XYZ", "", ""),
+    ],
+)
+def test_codes_outside_the_catalog_are_described_by_their_spelling(code, component, meaning):
+    entry = diagnosis.describe_code(code)
+    assert entry["code"] == code and entry["component"] == component
+    assert entry["meaning"].startswith(meaning)
