@@ -546,3 +546,21 @@ def test_codes_outside_the_catalog_are_described_by_their_spelling(code, compone
     entry = diagnosis.describe_code(code)
     assert entry["code"] == code and entry["component"] == component
     assert entry["meaning"].startswith(meaning)
+
+
+@pytest.mark.parametrize(
+    ("line", "category"),
+    [
+        # a code named in the middle of a line (not where the code extractor looks) still classifies it
+        ("[ERROR] DRV(1234,python):2026-03-24-12:14:45.885.234 [devmm.c:88]5678 halMemAlloc failed EL0004: Failed to allocate memory.", "oom"),
+        ("RuntimeError: create stream failed, EI0011 Insufficient device memory", "oom"),
+        ("[ERROR] RUNTIME(9,python):2025-01-02-03:04:05.006.007 [stream.cc:1]9 fftsplus task execute failed, device_id=0", "device_exception"),
+        ("RuntimeError: rank 3 reported EI0008 while initialising the communicator", "version_mismatch"),
+        ("EE1001: [PID: 77] 2025-02-03-04:05:06.007.008 The argument is invalid.Reason: rtGetDevMsg failed", "version_mismatch"),
+        # a pid or size that happens to spell a runtime code is not one
+        ("[ERROR] GE(507048,python):2025-01-02-03:04:05.006.007 [graph.cc:1]507048 build graph done", None),
+    ],
+)  # fmt: skip
+def test_codes_mentioned_mid_line(line, category):
+    rec = classify_lines([line])
+    assert len(rec) == 1 and rec[0]["category"] == category, rec[0]
