@@ -30,8 +30,10 @@ SPEC = CsvSpec(
         "start": ("Start Time(us)", "Task Start Time(us)"),
         "dur": ("Duration(us)", "Task Duration(us)"),
         "wait": ("Wait Time(us)", "Task Wait Time(us)"),
-        "block_dim": ("Block Dim", "Block Num"),
-        "mix_block_dim": ("Mix Block Dim", "Mix Block Num"),
+        # 'Block Num' is the newer name of 'Block Dim'; where both appear, 'Block Dim' is the SIMT kernels' new
+        # field of another meaning (formats/ascend_profiler.md, surprises #1): the first spelling found wins.
+        "block_dim": ("Block Num", "Block Dim"),
+        "mix_block_dim": ("Mix Block Num", "Mix Block Dim"),
         "hf32": ("HF32 Eligible",),
         "in_shapes": ("Input Shapes",),
         "in_dtypes": ("Input Data Types",),

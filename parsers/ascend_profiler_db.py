@@ -76,7 +76,8 @@ TABLES: dict[str, Cols] = {
     "TASK_PMU_INFO": {"gid": _b("globalTaskId"), "name": _b("name"), "value": ("value", "DOUBLE")},
     **msprof_db_host.TABLES,
 }  # fmt: skip
-# Newer msprof renamed blockDim/mixBlockDim to blockNum/mixBlockNum (and re-used blockDim for SIMT kernels).
+# Newer msprof renamed blockDim/mixBlockDim to blockNum/mixBlockNum and re-used blockDim for SIMT kernels (with
+# gridDim): where the newer name exists it is the one read.
 RENAMED = {("COMPUTE_TASK_INFO", "block"): "blockNum", ("COMPUTE_TASK_INFO", "mix_block"): "mixBlockNum"}
 
 
@@ -159,7 +160,7 @@ class AscendProfilerDbParser:
     def _cols(ex: Export, table: str, cols: Cols) -> Cols:
         out = dict(cols)
         for (t, key), newer in RENAMED.items():
-            if t == table and not ex.has(table, cols[key][0]) and ex.has(table, newer):
+            if t == table and ex.has(table, newer):
                 out[key] = (newer, cols[key][1])
         return out
 

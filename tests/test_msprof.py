@@ -187,3 +187,27 @@ def test_mindspore_ascend_ms_folder(db: Path):
     ]
     assert query(db, "SELECT count(*) FILTER (WHERE task_kind = 'AI_CPU'), count(*) FROM kernels") == [(1, 2)]
     assert query(db, "SELECT computing_ns, preparing_ns FROM step_trace") == [(130000, 10000)]
+
+
+def test_block_num_wins_over_a_reused_block_dim(tmp_path: Path, db: Path):
+    """The newest schema has both: blockNum (the old blockDim's meaning) and blockDim re-used for SIMT kernels
+    (formats/ascend_profiler.md, surprises #1).  The db and the CSV read blockNum."""
+    prof = _db_folder(tmp_path)
+    con = sqlite3.connect(next(prof.glob("msprof_*.db")))
+    con.executescript(
+        "ALTER TABLE COMPUTE_TASK_INFO ADD COLUMN blockDim INTEGER; ALTER TABLE COMPUTE_TASK_INFO ADD COLUMN "
+        "mixBlockDim INTEGER; UPDATE COMPUTE_TASK_INFO SET blockDim = 999, mixBlockDim = 998;"
+    )
+    con.commit()
+    con.close()
+    csv_dir = tmp_path / "PROF_000003_20250110140000789_GHIJKLMNOPQRSTUV" / "mindstudio_profiler_output"
+    csv_dir.mkdir(parents=True)
+    src = next((PROF / "mindstudio_profiler_output").glob("op_summary_*.csv"))
+    lines = src.read_text(encoding="utf-8").splitlines()
+    lines = [lines[0] + ",Block Dim,Mix Block Dim"] + [line + ",999,998" for line in lines[1:]]
+    (csv_dir / src.name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    files = ingest(db, prof, csv_dir.parent)
+    assert {f["status"] for f in files.values()} == {"ok"}, files
+    dims = query(db, "SELECT DISTINCT block_dim, mix_block_dim FROM kernels WHERE block_dim IS NOT NULL")
+    assert dims and not {999, 998} & {v for row in dims for v in row}, dims
+    assert (20, 40) in dims  # the RmsNorm MIX kernel, as in the fixtures without blockDim
