@@ -101,7 +101,8 @@ class Store:
         q(self.con, "SET enable_progress_bar=true")
         q(self.con, "SET enable_progress_bar_print=false")
         if not read_only:
-            q(self.con, f"SET temp_directory='{tmp.as_posix()}'")
+            quoted = tmp.as_posix().replace("'", "''")  # a folder may be named "O'Brien's runs"
+            q(self.con, f"SET temp_directory='{quoted}'")
             self.migrate()
 
     def sibling(self) -> Store:

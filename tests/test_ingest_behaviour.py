@@ -295,3 +295,21 @@ def test_trace_with_numeric_ts_keeps_every_nanosecond(tmp_path, db):
         want, got = query(db, sql.format(table)), query(other, sql.format(table))
         assert len(want) > 100 and got == want, table
     assert any(start % 1000 for start, _, _ in query(db, sql.format("device_tasks")))  # ns digits present
+
+
+def test_chinese_and_quoted_paths(tmp_path):
+    """Users' folders hold Chinese names and apostrophes: the database, its temp folder and the inputs."""
+    home = tmp_path / "性能 分析's runs"
+    run = home / "推理_rank0_ascend_pt"
+    shutil.copytree(FIXTURES / "real" / "msinsight_test_rank_0", run)
+    shutil.copytree(FIXTURES / "cann_log", home / "日志")
+    db = home / "诊断's.duckdb"
+    code, payload = cli_json("ingest", str(home), "--db", str(db))
+    assert payload["summary"]["failed"] == 0, [f for f in payload["files"] if f["status"] == "failed"]
+    assert payload["summary"]["ok"] >= 10 and payload["summary"]["runs"] == [1]
+    assert query(db, "SELECT source FROM runs") == [(str(run),)]
+    assert query(db, "SELECT count(*) FROM log_records WHERE file_id IN (SELECT file_id FROM files "
+                     "WHERE source LIKE '%日志%')")[0][0] > 0  # fmt: skip
+    out = home / "导出"
+    assert run_cli("export", "--db", str(db), str(out)).returncode == 0
+    assert (out / "runs.parquet").is_file() and (out / "kernels").is_dir()
