@@ -61,32 +61,81 @@ class Discoverer:
         for raw in paths:
             path = Path(raw)
             if not path.exists():
-                refused.append(Refused(str(raw), f"{raw}: no such file or folder"))
+                refused.append(Refused(text_of(path), f"{text_of(path)}: no such file or folder"))
             elif path.is_dir():
-                found.extend(
-                    self._walk(path, str(path), origin=str(path.resolve()), stop=None, explicit=False)
-                )
+                real = text_of(path.resolve())
+                view = self._utf8_view(path)
+                if view is None:
+                    found.extend(self._walk(path, str(path), origin=real, stop=None, explicit=False))
+                else:
+                    found.extend(
+                        self._walk(view, text_of(path), real, stop=None, explicit=False, real_top=real)
+                    )
             elif archives.is_archive(path):
                 try:
-                    found.extend(self._unpack(path, str(path)))
+                    found.extend(self._unpack(path, text_of(path)))
                 except DiagError as exc:
-                    refused.append(Refused(str(path), str(exc), path.stat().st_size))
+                    refused.append(Refused(text_of(path), str(exc), path.stat().st_size))
             else:
                 root = run_root_of(path, stop=None)
-                found.append(
-                    self._candidate(path, str(path), root, str(root), str(root.resolve()), explicit=True)
-                )
+                view = self._utf8_view(root)
+                if view is None:
+                    cand = self._candidate(
+                        path, str(path), root, str(root), str(root.resolve()), explicit=True
+                    )
+                else:  # the file as seen in a UTF-8 view of its run folder
+                    real = text_of(root.resolve())
+                    inside = view.joinpath(*(text_of(Path(p)) for p in path.relative_to(root).parts))
+                    cand = self._candidate(
+                        inside, text_of(path), view, text_of(root), real, explicit=True, real_top=real
+                    )
+                found.append(cand)
         return found, refused
 
     def _unpack(self, archive: Path, shown: str) -> list[Candidate]:
         digest = sha256_of(archive)
         dest = Path(tempfile.mkdtemp(prefix="archive-", dir=self._tmp))
         archives.extract(archive, dest, self.archive_limits, display=shown)
-        return list(self._walk(dest, f"{shown}!", origin=f"archive:{digest}", stop=dest, explicit=False))
+        view = self._utf8_view(dest)  # a tar made on a GBK system keeps its names' raw bytes
+        top = view or dest
+        return list(
+            self._walk(
+                top, f"{shown}!", origin=f"archive:{digest}", stop=top, explicit=False, links=view is not None
+            )
+        )
+
+    def _utf8_view(self, top: Path) -> Path | None:
+        """A copy of the tree under ``top`` whose names are all UTF-8 — folders recreated, files linked — when
+        some name is not (a GBK / GB18030 name from a Chinese-locale system); None when all are.
+
+        DuckDB takes paths as UTF-8 text and stores text as UTF-8, so such a name can be neither read through
+        nor stored; in the view it is its GB18030 reading (see text_of), which is also how it is shown."""
+        if all(_is_utf8(str(p)) for p in _tree(top)):
+            return None
+        view = Path(tempfile.mkdtemp(prefix="names-", dir=self._tmp)) / text_of(Path(top.name or "input"))
+        for dirpath, _dirnames, filenames in os.walk(top):
+            here = Path(dirpath)
+            mirror = view.joinpath(*(text_of(Path(p)) for p in here.relative_to(top).parts))
+            mirror.mkdir(parents=True, exist_ok=True)
+            for name in filenames:
+                src = here / name
+                if src.is_file() and not src.is_symlink():
+                    with contextlib.suppress(FileExistsError):  # two names that read the same: keep the first
+                        os.symlink(os.fsencode(src.resolve()), mirror / text_of(Path(name)))
+        return view
 
     def _walk(
-        self, top: Path, shown_top: str, origin: str, stop: Path | None, explicit: bool
+        self,
+        top: Path,
+        shown_top: str,
+        origin: str,
+        stop: Path | None,
+        explicit: bool,
+        real_top: str | None = None,
+        links: bool = False,
     ) -> Iterator[Candidate]:
+        """``links``: ``top`` is a UTF-8 view, whose files are links (of the folder named ``real_top``, if set)."""
+        links = links or real_top is not None
         for dirpath, dirnames, filenames in os.walk(top):
             here = Path(dirpath)
             has_output = "ASCEND_PROFILER_OUTPUT" in dirnames
@@ -96,7 +145,7 @@ class Discoverer:
             )
             for name in sorted(filenames):
                 path = here / name
-                if path.is_symlink() or not path.is_file():
+                if (path.is_symlink() and not links) or not path.is_file():
                     continue
                 root = run_root_of(path, stop=stop)
                 yield self._candidate(
@@ -107,6 +156,7 @@ class Discoverer:
                     origin,
                     explicit,
                     top=top,
+                    real_top=real_top,
                 )
 
     def _candidate(
@@ -118,6 +168,7 @@ class Discoverer:
         origin: str,
         explicit: bool,
         top: Path | None = None,
+        real_top: str | None = None,
     ) -> Candidate:
         try:
             rel = path.relative_to(root).as_posix()
@@ -126,7 +177,10 @@ class Discoverer:
         if top is not None and origin.startswith("archive:"):
             with contextlib.suppress(ValueError):
                 origin = f"{origin}/{root.relative_to(top).as_posix()}"
-        elif not origin.startswith("archive:"):
+        elif real_top is not None:  # a view: the identity is the real folder's, not the temporary copy's
+            within = root.relative_to(top).as_posix() if top is not None and root != top else ""
+            origin = f"{real_top}/{within}" if within and within != "." else real_top
+        else:
             origin = str(root.resolve())
         return Candidate(path, shown, root, root_shown, rel, explicit, origin)
 
@@ -167,7 +221,7 @@ def _profiler_info(root: Path) -> Path | None:
 def job_origin(cand: Candidate) -> str:
     if cand.origin.startswith("archive:"):
         return cand.origin.rsplit("/", 1)[0] if "/" in cand.origin else cand.origin
-    return str(cand.run_root.resolve().parent)
+    return str(Path(cand.origin).parent)  # origin is the run folder's real absolute path
 
 
 def parent_shown(cand: Candidate) -> str:
@@ -182,6 +236,37 @@ def _shown(shown_top: str, top: Path, path: Path) -> str:
     if shown_top.endswith("!"):
         return f"{shown_top}/{rel}" if rel != "." else shown_top.rstrip("!")
     return str(Path(shown_top) / rel) if rel != "." else shown_top
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a name whose bytes are not UTF-8 arrives with surrogate escapes
+        return False
+    return True
+
+
+def _tree(top: Path) -> Iterator[Path]:
+    yield top
+    for dirpath, dirnames, filenames in os.walk(top):
+        for name in (*dirnames, *filenames):
+            yield Path(dirpath) / name
+
+
+def text_of(path: Path) -> str:
+    """A path as text to show and store: each name that is not UTF-8 read as GB18030 (GBK is a subset; the
+    usual non-UTF-8 names come from Chinese-locale systems), else with U+FFFD for the undecodable bytes."""
+    parts = []
+    for part in path.parts:
+        if _is_utf8(part):
+            parts.append(part)
+            continue
+        raw = os.fsencode(part)
+        try:
+            parts.append(raw.decode("gb18030"))
+        except UnicodeDecodeError:
+            parts.append(raw.decode("utf-8", errors="replace"))
+    return str(Path(*parts)) if parts else str(path)
 
 
 def sha256_of(path: Path) -> str:

@@ -207,6 +207,8 @@ class Ingestor:
                     if lenient:
                         raise
                     lenient = True  # the strict try's transaction was rolled back: nothing of it remains
+                    if outcome.run_id is not None:  # but its run id was drawn: the retry reuses it, no gap
+                        self._reserved_runs.setdefault(run_key_of(cand), outcome.run_id)
                 except (duckdb.TransactionException, duckdb.ConstraintException) as exc:
                     # Another worker's transaction touched the same row (a job's parallel groups) or created
                     # the same key first: redo this file's transaction; its rollback left nothing behind.

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import io
+import json
+import os
 import shutil
+import subprocess
+import sys
 import tarfile
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES, REAL_AICPU_TRACE, REAL_LEVEL2, cli_json, query, run_cli
+from tests.conftest import FIXTURES, REAL_AICPU_TRACE, REAL_LEVEL2, ROOT, cli_json, query, run_cli
 from tests.oracle import complete_prefix_events, kernel_figures, trace_counts
 
 KD = FIXTURES / "ascend_kernel_details"
@@ -313,3 +317,62 @@ def test_chinese_and_quoted_paths(tmp_path):
     out = home / "导出"
     assert run_cli("export", "--db", str(db), str(out)).returncode == 0
     assert (out / "runs.parquet").is_file() and (out / "kernels").is_dir()
+
+
+def test_lenient_retry_keeps_run_numbering(db):
+    """A CSV with a malformed row is read again leniently in a new transaction: its run is still run 1."""
+    csv = FIXTURES / "real" / "msinsight_test_rank_0" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    code, payload = cli_json("ingest", str(csv), "--db", str(db))
+    assert payload["files"][0]["status"] == "partial" and payload["summary"]["runs"] == [1]
+    assert query(db, "SELECT run_id FROM runs") == [(1,)]
+
+
+def _gbk(name: str) -> bytes:
+    return name.encode("gb18030")
+
+
+def test_gbk_named_folders_files_and_archives(tmp_path):
+    """Names written by a Chinese-locale system are GBK bytes, not UTF-8: read, stored and shown decoded."""
+    src = FIXTURES / "real" / "msinsight_test_rank_0"
+    top = os.fsencode(tmp_path) + b"/" + _gbk("性能数据")
+    run = top + b"/" + _gbk("推理") + b"_rank0_ascend_pt"
+    for dirpath, _, files in os.walk(src):
+        rel = os.fsencode(Path(dirpath).relative_to(src))
+        os.makedirs(os.path.join(run, rel), exist_ok=True)
+        for f in files:
+            shutil.copy(Path(dirpath) / f, os.path.join(run, rel, os.fsencode(f)))
+    os.rename(os.path.join(run, b"ASCEND_PROFILER_OUTPUT", b"kernel_details.csv"),
+              os.path.join(run, b"ASCEND_PROFILER_OUTPUT", _gbk("核函数") + b".csv"))  # fmt: skip
+    other = tmp_path / "other_run"  # another capture (its own profiler_info), archived with GBK member names
+    shutil.copytree(src, other)
+    info = other / "profiler_info_0.json"
+    info.write_text(info.read_text(encoding="utf-8") + "\n", encoding="utf-8")
+    with tarfile.open(tmp_path / "gbk.tar.gz", "w:gz", format=tarfile.GNU_FORMAT, encoding="gb18030") as tf:
+        tf.add(other, arcname="归档_rank0_ascend_pt")
+
+    def ingest(*args: bytes | str) -> tuple[int, dict]:
+        cmd = [sys.executable, "-m", "diag.cli", "ingest", *args, "--json"]
+        proc = subprocess.run([os.fsencode(a) for a in cmd], capture_output=True, cwd=ROOT, timeout=300)
+        return proc.returncode, json.loads(proc.stdout.decode("utf-8"))  # the output is UTF-8 throughout
+
+    db = str(tmp_path / "d.duckdb")
+    for _ in range(2):  # the second time everything is already stored
+        code, payload = ingest(top, os.fsencode(tmp_path / "gbk.tar.gz"), "--db", db)
+        assert payload["summary"]["failed"] == 0, [f for f in payload["files"] if f["status"] == "failed"]
+    assert payload["summary"]["unchanged"] == len(payload["files"]) - payload["summary"]["skipped"]
+    runs = dict(query(Path(db), "SELECT source, run_id FROM runs"))
+    assert set(runs) == {
+        f"{tmp_path}/性能数据/推理_rank0_ascend_pt",
+        f"{tmp_path}/gbk.tar.gz!/归档_rank0_ascend_pt",
+    }
+    kernels = query(
+        Path(db), "SELECT f.source, count(*) FROM kernels k JOIN files f USING (file_id) GROUP BY ALL"
+    )
+    assert sorted(n for _, n in kernels) == [20, 20]
+    assert any(
+        s.endswith("/性能数据/推理_rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/核函数.csv") for s, _ in kernels
+    )
+    assert query(Path(db), "SELECT count(*) FROM jobs")[0][0] == 2
+    code, one = ingest(os.path.join(run, b"ASCEND_PROFILER_OUTPUT", _gbk("核函数") + b".csv"), "--db",
+                       str(tmp_path / "one.duckdb"))  # fmt: skip
+    assert one["files"][0]["status"] == "partial" and one["files"][0]["path"].endswith("核函数.csv")
