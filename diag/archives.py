@@ -33,6 +33,21 @@ def is_archive(path: Path) -> bool:
     return any(name.endswith(s) for s in ARCHIVE_SUFFIXES)
 
 
+def zip_member_name(info: zipfile.ZipInfo) -> str:
+    """The member's name as its writer meant it.  A zip without the UTF-8 flag stores names in the writer's
+    code page, which Python reads as CP437: a zip made on a Chinese-locale Windows holds GBK bytes (as
+    ``unzip -O GBK`` would read them), some tools write UTF-8 without setting the flag."""
+    if info.flag_bits & 0x800 or info.filename.isascii():
+        return info.filename
+    raw = info.filename.encode("cp437")
+    for encoding in ("utf-8", "gb18030"):
+        try:
+            return raw.decode(encoding)
+        except UnicodeDecodeError:
+            continue
+    return info.filename
+
+
 def safe_relpath(archive: str, name: str) -> PurePosixPath:
     normalized = name.replace("\\", "/")
     if normalized.startswith("/") or (len(normalized) > 1 and normalized[1] == ":"):
@@ -111,7 +126,7 @@ def _extract_zip(archive: Path, dest: Path, limits: ArchiveLimits, budget: _Budg
             raise ArchiveError(shown, f"{len(infos)} members, more than the cap of {limits.max_members}")
         checked = []  # every member is vetted before anything is written
         for info in infos:
-            rel = safe_relpath(shown, info.filename)
+            rel = safe_relpath(shown, zip_member_name(info))
             ftype = stat.S_IFMT(info.external_attr >> 16)
             if ftype == stat.S_IFLNK:
                 raise ArchiveError(shown, f"member {info.filename!r} is a symbolic link; refused")

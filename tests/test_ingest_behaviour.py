@@ -376,3 +376,23 @@ def test_gbk_named_folders_files_and_archives(tmp_path):
     code, one = ingest(os.path.join(run, b"ASCEND_PROFILER_OUTPUT", _gbk("核函数") + b".csv"), "--db",
                        str(tmp_path / "one.duckdb"))  # fmt: skip
     assert one["files"][0]["status"] == "partial" and one["files"][0]["path"].endswith("核函数.csv")
+
+
+def test_zip_from_a_chinese_windows_keeps_its_names(tmp_path, db, monkeypatch):
+    """Such a zip stores GBK names without the UTF-8 flag (Python reads them as CP437 mojibake)."""
+    src = FIXTURES / "real" / "msinsight_test_rank_0"
+
+    def gbk_names(info: zipfile.ZipInfo) -> tuple[bytes, int]:
+        return info.filename.encode("gb18030"), info.flag_bits  # what the Windows writer puts in the file
+
+    archive = tmp_path / "导出.zip"
+    with monkeypatch.context() as m:
+        m.setattr(zipfile.ZipInfo, "_encodeFilenameFlags", gbk_names)
+        with zipfile.ZipFile(archive, "w") as zf:
+            for path in sorted(src.rglob("*")):
+                if path.is_file():
+                    zf.write(path, f"推理数据_rank0_ascend_pt/{path.relative_to(src).as_posix()}")
+    assert not zipfile.ZipFile(archive).infolist()[0].flag_bits & 0x800
+    code, payload = cli_json("ingest", str(archive), "--db", str(db))
+    assert payload["summary"]["failed"] == 0 and payload["summary"]["runs"] == [1]
+    assert query(db, "SELECT source FROM runs") == [(f"{archive}!/推理数据_rank0_ascend_pt",)]
