@@ -15,6 +15,19 @@ REAL_LEVEL2 = SAMPLES / "real" / "msinsight_level2_rank0_ascend_pt"
 REAL_AICPU_TRACE = SAMPLES / "real" / "mstt_timeline_advice" / "trace_view.json"
 
 
+def ingest_into(store, paths, jobs: int = 1, **ingestor_options):  # noqa: ANN001, ANN201
+    """Ingest ``paths`` in-process into the open ``store`` (with ``jobs`` workers); the Ingestor is closed after.
+
+    Returns the IngestSummary."""
+    from diag.ingest import Ingestor
+
+    ingestor = Ingestor(store, **ingestor_options)
+    try:
+        return ingestor.run(*ingestor.collect(list(paths)), jobs=jobs)
+    finally:
+        ingestor.close()
+
+
 @pytest.fixture
 def corpus() -> Path:
     if not (CORPUS / "ascend").is_dir():

@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 
 from diag.analyses.stall_breakdown import breakdown
-from diag.ingest import Ingestor
 from diag.store import Store
-from tests.conftest import query
+from tests.conftest import ingest_into, query
 
 pytestmark = pytest.mark.corpus
 PT = ("msinsight", "test", "data", "pytorch")
@@ -26,11 +25,7 @@ LEVELS = (0, 1, 2)
 
 def ingest(db: Path, *paths: Path) -> dict[str, dict]:
     with Store(db) as store:
-        ing = Ingestor(store)
-        try:
-            summary = ing.ingest(paths)
-        finally:
-            ing.close()
+        summary = ingest_into(store, paths)
     return {f.source: f.to_json() for f in summary.files}
 
 

@@ -17,10 +17,9 @@ from hypothesis import strategies as st
 
 from diag.analyses import log_diagnosis as diagnosis
 from diag.errors import BadInputError
-from diag.ingest import Ingestor
 from diag.store import Store
 from parsers import Probe, cann_log, detect
-from tests.conftest import FIXTURES, REAL_LEVEL2, ROOT, cli_json, run_cli
+from tests.conftest import FIXTURES, REAL_LEVEL2, ROOT, cli_json, ingest_into, run_cli
 
 FX = FIXTURES / "cann_log"
 COLS = ("record_no", "line_no", "line_count", "ts_ns", "level", "module", "pid", "tid", "process_name",
@@ -36,12 +35,7 @@ def ns(text: str) -> int:
 
 def ingest(db: Path, *paths: Path) -> tuple[Store, list]:
     store = Store(db)
-    ing = Ingestor(store)
-    try:
-        summary = ing.ingest(list(paths))
-    finally:
-        ing.close()
-    return store, summary.files
+    return store, ingest_into(store, paths).files
 
 
 def records(store: Store) -> list[dict]:

@@ -14,10 +14,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from diag.analyses.cluster import cluster_view
-from diag.ingest import Ingestor
 from diag.store import Store
 from sample_traces.generate_cluster import generate
-from tests.conftest import ROOT, cli_json
+from tests.conftest import ROOT, cli_json, ingest_into
 
 LEVEL2 = Path("ascend/msinsight/test/st/level2")
 SUMMARY_FILES = ("profiler_info_*.json", "profiler_metadata.json", "ASCEND_PROFILER_OUTPUT/step_trace_time.csv",
@@ -26,11 +25,7 @@ SUMMARY_FILES = ("profiler_info_*.json", "profiler_metadata.json", "ASCEND_PROFI
 
 def _ingest(db: Path, paths: list[Path]) -> None:
     with Store(str(db)) as store:
-        ingestor = Ingestor(store)
-        try:
-            summary = ingestor.run(*ingestor.collect(paths), jobs=2)
-        finally:
-            ingestor.close()
+        summary = ingest_into(store, paths, jobs=2)
     failed = [f for f in summary.files if f.status == "failed"]
     assert not failed, failed
 

@@ -216,7 +216,9 @@ def test_job_parallel_groups_merge_every_ranks_metadata(ingested):
     groups = json.loads(groups)
     expected: dict[str, list[int]] = {}
     for rank in range(4):
-        meta = info["corpus"] / "msinsight/test/st/level2" / f"rank_{rank}_ascend_pt" / "profiler_metadata.json"
+        meta = (
+            info["corpus"] / "msinsight/test/st/level2" / f"rank_{rank}_ascend_pt" / "profiler_metadata.json"
+        )
         for key, g in json.loads(meta.read_text())["parallel_group_info"].items():
             expected[key] = g["global_ranks"]
     assert {k: g["global_ranks"] for k, g in groups.items()} == expected

@@ -22,13 +22,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from diag.analyses.temporal_breakdown import temporal_breakdown
-from diag.ingest import Ingestor
 from diag.store import Store
 from parsers import detect_path
 from parsers._base import ParseContext
 from parsers.kineto_trace import us_to_ns
 from parsers.nsys_sqlite import Export, open_readonly, stage
-from tests.conftest import FIXTURES, REAL_AICPU_TRACE, cli_json, query
+from tests.conftest import FIXTURES, REAL_AICPU_TRACE, cli_json, ingest_into, query
 
 KINETO = FIXTURES / "kineto"
 BASE = 1_700_000_000_000_000_000  # session start of the built nsys exports
@@ -43,13 +42,8 @@ MANGLED = (
 
 
 def ingest(db: Path, *paths: Path) -> list[dict]:
-    store = Store(db)
-    ingestor = Ingestor(store)
-    try:
-        return [f.to_json() for f in ingestor.ingest(paths).files]
-    finally:
-        ingestor.close()
-        store.close()
+    with Store(db) as store:
+        return [f.to_json() for f in ingest_into(store, paths).files]
 
 
 # -- nsys SQLite: exports built here in the 2024+ schema (column names as nsys writes them) ------------------

@@ -11,9 +11,8 @@ from diag.analyses.compare import compare
 from diag.analyses.cpu_fallback import device_fallbacks
 from diag.analyses.findings import device_findings
 from diag.analyses.stall_breakdown import breakdown
-from diag.ingest import Ingestor
 from diag.store import Store
-from tests.conftest import REAL_AICPU_TRACE, REAL_LEVEL2, SAMPLES, cli_json
+from tests.conftest import REAL_AICPU_TRACE, REAL_LEVEL2, SAMPLES, cli_json, ingest_into
 from tests.oracle import csv_rows
 
 GENERATED = SAMPLES / "generated" / "llm_decode_tp2"
@@ -33,11 +32,7 @@ GT_BUCKET = {
 
 def _ingest(tmp_path: Path, *paths: Path) -> Store:
     store = Store(tmp_path / "a.duckdb")
-    ing = Ingestor(store)
-    try:
-        summary = ing.ingest(list(paths))
-    finally:
-        ing.close()
+    summary = ingest_into(store, paths)
     assert summary.ok
     return store
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from diag.ingest import Ingestor
 from diag.store import Store
 from sample_traces.generate import generate
+from tests.conftest import ingest_into
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "sample_traces" / "generated" / "llm_decode_tp2"
@@ -30,11 +30,7 @@ def ingested(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict, S
     out = tmp_path_factory.mktemp("gen")
     truth = generate(out, **SMALL)
     store = Store(tmp_path_factory.mktemp("db") / "diag.duckdb")
-    ingestor = Ingestor(store)
-    try:
-        summary = ingestor.ingest([out])
-    finally:
-        ingestor.close()
+    summary = ingest_into(store, [out])
     statuses = Counter(f.status for f in summary.files)
     assert statuses == {"ok": 12, "skipped": 3}, [(f.source, f.status, f.message) for f in summary.files]
     runs = dict(store.con.execute("SELECT name, run_id FROM runs").fetchall())

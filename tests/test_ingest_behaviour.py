@@ -14,7 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES, REAL_AICPU_TRACE, REAL_LEVEL2, ROOT, cli_json, query, run_cli
+from tests.conftest import (
+    FIXTURES,
+    REAL_AICPU_TRACE,
+    REAL_LEVEL2,
+    ROOT,
+    cli_json,
+    ingest_into,
+    query,
+    run_cli,
+)
 from tests.oracle import complete_prefix_events, kernel_figures, trace_counts
 
 KD = FIXTURES / "ascend_kernel_details"
@@ -262,11 +271,7 @@ def test_digest_computed_alongside_the_parse_is_the_files_sha256(tmp_path, monke
     outcomes = []
     for _ in range(2):
         with Store(db) as store:
-            ing = ingest_mod.Ingestor(store)
-            try:
-                outcomes.append(ing.ingest([run]))
-            finally:
-                ing.close()
+            outcomes.append(ingest_into(store, [run]))
     first, second = outcomes
     assert first.count("failed") == 0 and first.count("ok") >= 5
     assert second.count("unchanged") == first.count("ok") + first.count("partial")

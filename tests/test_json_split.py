@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 import parsers._json_split as js
-from diag.ingest import Ingestor
 from diag.store import Store
 from sample_traces.generate import generate
+from tests.conftest import ingest_into
 
 TABLES = {  # table: the columns whose hash sums must agree
     "device_tasks": "name, start_ns, dur_ns, stream, task_kind",
@@ -76,11 +76,7 @@ def test_small_or_uncuttable_files_are_read_whole(tmp_path, monkeypatch):
 
 def _ingest(db: Path, path: Path) -> dict[str, tuple]:
     with Store(db) as store:
-        ing = Ingestor(store)
-        try:
-            summary = ing.ingest([path])
-        finally:
-            ing.close()
+        summary = ingest_into(store, [path])
         assert [f.status for f in summary.files] == ["ok"] * len(summary.files)
         return {
             t: store.con.execute(f"SELECT count(*), sum(hash({cols})) FROM {t}").fetchall()[0]

@@ -22,9 +22,8 @@ import sqlite3
 from pathlib import Path
 
 from diag.discover import run_root_of
-from diag.ingest import Ingestor
 from diag.store import Store
-from tests.conftest import FIXTURES, query
+from tests.conftest import FIXTURES, ingest_into, query
 
 MSPROF = FIXTURES / "msprof"
 PROF = MSPROF / "PROF_000001_20250110120000123_ABCDEFGHIJKLMNOP"
@@ -33,11 +32,7 @@ BASE = 1736400000000000000  # the fixtures' epoch ns origin
 
 def ingest(db: Path, *paths: Path) -> dict[str, dict]:
     with Store(db) as store:
-        ing = Ingestor(store)
-        try:
-            summary = ing.ingest(paths)
-        finally:
-            ing.close()
+        summary = ingest_into(store, paths)
     return {Path(f.source).name: f.to_json() for f in summary.files}
 
 

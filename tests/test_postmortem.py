@@ -11,10 +11,9 @@ import pytest
 
 from diag.analyses.compare import compare
 from diag.analyses.postmortem import build_postmortem
-from diag.ingest import Ingestor
 from diag.report import to_html, to_json, to_markdown
 from diag.store import Store
-from tests.conftest import SAMPLES, run_cli
+from tests.conftest import SAMPLES, ingest_into, run_cli
 
 ASCEND_RANK0 = next((SAMPLES / "generated" / "llm_decode_tp2").glob("rank0_*_ascend_pt"), None)
 CUDA_TWIN = SAMPLES / "generated" / "llm_decode_cuda"
@@ -43,11 +42,7 @@ CASES = {  # file: (category, key line) — from ../shared/corpus/cann_logs/INDE
 
 def _ingest(db: Path, *paths: Path) -> Store:
     store = Store(db)
-    ing = Ingestor(store)
-    try:
-        summary = ing.ingest(list(paths))
-    finally:
-        ing.close()
+    summary = ingest_into(store, paths)
     assert not [f for f in summary.files if f.status == "failed"], [f.message for f in summary.files]
     return store
 

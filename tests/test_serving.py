@@ -13,10 +13,9 @@ import duckdb
 import pytest
 
 from diag.analyses import serving
-from diag.ingest import Ingestor
 from diag.store import Store
 from parsers import detect_path
-from tests.conftest import CORPUS, FIXTURES, ROOT, SAMPLES, cli_json, run_cli
+from tests.conftest import CORPUS, FIXTURES, ROOT, SAMPLES, cli_json, ingest_into, run_cli
 
 FIX = FIXTURES / "serving"
 SERVING = CORPUS / "serving"
@@ -31,11 +30,7 @@ FIGURES = (
 
 def _ingest(db: Path, *paths: Path) -> list:
     with Store(db) as store:
-        ing = Ingestor(store)
-        try:
-            return ing.ingest(paths).files
-        finally:
-            ing.close()
+        return ingest_into(store, paths).files
 
 
 def _rows(db: Path) -> dict[str, list[dict]]:
