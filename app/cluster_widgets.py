@@ -25,6 +25,17 @@ def _height(n: int) -> int:
     return max(260, min(1400, 120 + n * _PX_PER_RANK))
 
 
+def _grid_layout(fig: go.Figure, rows: int, x_title: str, y_title: str) -> go.Figure:
+    """A heatmap's layout: one row per rank, top to bottom, categories on both axes."""
+    fig.update_layout(
+        height=_height(rows),
+        margin=dict(l=10, r=10, t=30, b=10),
+        xaxis=dict(title=x_title, type="category"),
+        yaxis=dict(title=y_title, type="category", autorange="reversed"),
+    )
+    return fig
+
+
 def step_heatmap(view: ClusterView, metric: str = "step_ns") -> go.Figure:
     """Rank × step, ms; a slow rank is a bright row, a slow step a bright column."""
     df = pd.DataFrame(view.steps)
@@ -47,13 +58,7 @@ def step_heatmap(view: ClusterView, metric: str = "step_ns") -> go.Figure:
             hovertemplate="rank %{y}, step %{x}: %{z:.3f} ms<extra></extra>",
         )
     )
-    fig.update_layout(
-        height=_height(len(grid.index)),
-        margin=dict(l=10, r=10, t=30, b=10),
-        xaxis=dict(title="step", type="category"),
-        yaxis=dict(title="rank", type="category", autorange="reversed"),
-    )
-    return fig
+    return _grid_layout(fig, len(grid.index), "step", "rank")
 
 
 def rank_breakdown_figure(view: ClusterView) -> go.Figure:
@@ -176,13 +181,7 @@ def link_heatmap(view: ClusterView, transport: str) -> go.Figure:
             hovertemplate="%{y} → %{x}: %{z:.2f} GB/s<extra></extra>",
         )
     )
-    fig.update_layout(
-        height=_height(len(grid.index)),
-        margin=dict(l=10, r=10, t=30, b=10),
-        xaxis=dict(title="destination rank", type="category"),
-        yaxis=dict(title="source rank", type="category", autorange="reversed"),
-    )
-    return fig
+    return _grid_layout(fig, len(grid.index), "destination rank", "source rank")
 
 
 def links_frame(view: ClusterView, transport: str | None = None) -> pd.DataFrame:

@@ -315,12 +315,13 @@ def compare_overall_frame(cmp) -> pd.DataFrame:  # noqa: ANN001
     )
 
 
+def rounded(value: float | None, digits: int = 2) -> float | None:
+    """A figure for a table cell: rounded, or None (an empty cell) when missing."""
+    return None if value is None else round(value, digits)
+
+
 def serving_comparison_frame(cmp: dict) -> pd.DataFrame:
     """Serving figures of A and B side by side (diag.analyses.serving.compare_serving), worse ones marked."""
-
-    def r(v: float | None, digits: int) -> float | None:
-        return None if v is None else round(v, digits)
-
     return pd.DataFrame(
         [
             {
@@ -329,8 +330,8 @@ def serving_comparison_frame(cmp: dict) -> pd.DataFrame:
                 "better": f["better"],
                 "A": f["a"],
                 "B": f["b"],
-                "A/B": r(f["ratio"], 3),
-                "gap %": r(f["gap_pct"], 1),
+                "A/B": rounded(f["ratio"], 3),
+                "gap %": rounded(f["gap_pct"], 1),
                 "worse": "yes" if f["worse"] else "",
             }
             for f in cmp["figures"]

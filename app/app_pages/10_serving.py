@@ -10,10 +10,6 @@ from app import data, widgets
 BADGE = {"pass": ":green-badge[pass]", "fail": ":red-badge[fail]", "n/a": ":gray-badge[n/a]"}
 
 
-def _r(value: float | None, digits: int = 2) -> float | None:
-    return None if value is None else round(value, digits)
-
-
 def _summary(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(
         [
@@ -24,8 +20,8 @@ def _summary(rows: list[dict]) -> pd.DataFrame:
                 "hardware": r["hardware"],
                 "model": r["model"],
                 "load": r["load"],
-                "in tok/req": _r(r["input_tokens_mean"], 0),
-                "out tok/req": _r(r["output_tokens_mean"], 0),
+                "in tok/req": widgets.rounded(r["input_tokens_mean"], 0),
+                "out tok/req": widgets.rounded(r["output_tokens_mean"], 0),
                 "requests": r["successful_requests"],
                 "TTFT p99 ms": r["ttft_p99_ms"],
                 "TPOT p99 ms": r["tpot_p99_ms"],
@@ -43,12 +39,12 @@ def _checks(row: dict) -> pd.DataFrame:
             {
                 "figure": c["figure"],
                 "statistic": c.get("statistic"),
-                "value": _r(c["value"]),
-                "limit": _r(c["threshold"]),
+                "value": widgets.rounded(c["value"]),
+                "limit": widgets.rounded(c["threshold"]),
                 "unit": c["unit"],
                 "verdict": c["verdict"],
-                "margin": _r(c["margin"]),
-                "margin %": _r(c["margin_pct"], 1),
+                "margin": widgets.rounded(c["margin"]),
+                "margin %": widgets.rounded(c["margin_pct"], 1),
                 "basis": c.get("detail"),
             }
             for c in row["checks"]
