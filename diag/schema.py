@@ -437,7 +437,9 @@ TABLES: tuple[Table, ...] = (
             _c("model", "VARCHAR"),
             _c("backend", "VARCHAR", "endpoint / backend the tool drove, e.g. vllm, vllm-api-stream-chat"),
             _c("dataset", "VARCHAR"),
-            _c("request_rate_rps", "DOUBLE", "configured request rate; NULL when unlimited (inf) or unstated"),
+            _c(
+                "request_rate_rps", "DOUBLE", "configured request rate; NULL when unlimited (inf) or unstated"
+            ),
             _c("max_concurrency", "INTEGER", "configured maximum concurrency; NULL when not set"),
             _c("input_len", "INTEGER", "configured input length (tokens), when stated"),
             _c("output_len", "INTEGER", "configured output length (tokens), when stated"),
@@ -466,7 +468,9 @@ TABLES: tuple[Table, ...] = (
             _c("e2el_mean_ms", "DOUBLE"),
             _c("e2el_median_ms", "DOUBLE"),
             _c("e2el_p99_ms", "DOUBLE"),
-            _c("latency_ms", "JSON", "every printed statistic: {metric: {mean, median, std, min, max, p50…}}"),
+            _c(
+                "latency_ms", "JSON", "every printed statistic: {metric: {mean, median, std, min, max, p50…}}"
+            ),
             _c("fields", "JSON", "every row of the block as written: {label: value}"),
         ),
     ),

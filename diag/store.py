@@ -36,6 +36,12 @@ class LedgerEntry:
     status: str
 
 
+def sql_literal(text: str) -> str:
+    """``text`` as a quoted SQL string literal, for the places DuckDB takes no parameter (paths in read_csv /
+    read_json / COPY TO / SET, names in a columns spec or a CASE built once)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
 def q(con: duckdb.DuckDBPyConnection, sql: str, params: object = None) -> list[tuple]:
     """Execute and fetch everything: DuckDB refuses new work on a connection with an unfetched result."""
     return con.execute(sql, params).fetchall() if params is not None else con.execute(sql).fetchall()
@@ -101,8 +107,7 @@ class Store:
         q(self.con, "SET enable_progress_bar=true")
         q(self.con, "SET enable_progress_bar_print=false")
         if not read_only:
-            quoted = tmp.as_posix().replace("'", "''")  # a folder may be named "O'Brien's runs"
-            q(self.con, f"SET temp_directory='{quoted}'")
+            q(self.con, f"SET temp_directory={sql_literal(tmp.as_posix())}")  # a folder may hold a quote
             self.migrate()
 
     def sibling(self) -> Store:

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import duckdb
 
 from diag.errors import BadInputError
+from diag.store import sql_literal
 from parsers._sql import ident
 
 T = TypeVar("T")
@@ -131,13 +132,13 @@ def csv_source(path: Path, header: list[str], lenient: bool = False) -> str:
             n += 1
             name = f"{h}_{n}"
         names.append(name)
-    columns = "{" + ", ".join("'" + n.replace("'", "''") + "': 'VARCHAR'" for n in names) + "}"
+    columns = "{" + ", ".join(f"{sql_literal(n)}: 'VARCHAR'" for n in names) + "}"
     extra = (
         ", ignore_errors=true, store_rejects=true, rejects_table='_rej', rejects_scan='_rej_scan'"
         if lenient
         else ""
     )
-    return f"read_csv('{_sql_str(path)}', {CSV_OPTIONS}, columns={columns}{extra})"
+    return f"read_csv({sql_literal(str(path))}, {CSV_OPTIONS}, columns={columns}{extra})"
 
 
 class RetryLenient(Exception):
@@ -191,10 +192,6 @@ def run_csv(
     cut = " (file ends without a newline: truncated)" if _last_newline(path) is not None else ""
     more = f" and {len(rejects) - 1} more" if len(rejects) > 1 else ""
     return result, f"skipped {len(rejects)} malformed row(s): line {line}: {why}{more}{cut}"
-
-
-def _sql_str(path: Path) -> str:
-    return str(path).replace("'", "''")
 
 
 def _last_newline(path: Path) -> int | None:
@@ -301,6 +298,6 @@ def scaled_exact(value: Any, factor: Decimal) -> int | None:
 def read_json_array_sql(paths: Path | list[Path], columns: dict[str, str]) -> str:
     """``read_json`` over one or several JSON arrays of events with a fixed projection (see _json_split)."""
     listed = paths if isinstance(paths, list) else [paths]
-    p = "', '".join(str(x).replace("'", "''") for x in listed)
+    p = ", ".join(sql_literal(str(x)) for x in listed)
     spec = "{" + ", ".join(f"'{k}': '{v}'" for k, v in columns.items()) + "}"
-    return f"read_json(['{p}'], format='array', columns={spec}, maximum_object_size={JSON_MAX_OBJECT})"
+    return f"read_json([{p}], format='array', columns={spec}, maximum_object_size={JSON_MAX_OBJECT})"

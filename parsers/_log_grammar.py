@@ -253,7 +253,9 @@ def parse_lines(lines: list[str], line0: int) -> pl.DataFrame:
     glued = df["l"].str.count_matches(_LEVEL_TAG) > 1
     if glued.any():  # split only those lines: a regex replace over the whole block costs a third of the parse
         df = df.with_row_index("_i")
-        cut = df.filter(glued).with_columns(l=pl.col("l").str.replace_all(GLUED, "${1}\n${2}").str.split("\n"))
+        cut = df.filter(glued).with_columns(
+            l=pl.col("l").str.replace_all(GLUED, "${1}\n${2}").str.split("\n")
+        )
         df = pl.concat([df.filter(~glued), cut.explode("l")]).sort("_i", maintain_order=True).drop("_i")
     df = df.with_row_index("ord").filter(pl.col("l").str.contains(r"\S"))
     fast = df["l"].str.contains(PLOG_START)

@@ -7,6 +7,8 @@ durations go through DECIMAL (exact, rounded half away from zero to the ns).
 
 from __future__ import annotations
 
+from diag.store import sql_literal
+
 _WS = "' ' || chr(9) || chr(13) || chr(10)"
 
 
@@ -97,8 +99,5 @@ def task_kind(expr: str) -> str:
     (A CASE costs nothing per row; a join or correlated lookup per row was the slowest part of an insert.)
     """
     v = f"upper({clean(expr)})"
-    whens = " ".join(
-        "WHEN '{}' THEN '{}'".format(t.replace("'", "''"), k.replace("'", "''"))
-        for t, k in _task_kind_rules()
-    )
+    whens = " ".join(f"WHEN {sql_literal(t)} THEN {sql_literal(k)}" for t, k in _task_kind_rules())
     return f"CASE WHEN {clean(expr)} IS NULL THEN NULL ELSE (CASE {v} {whens} ELSE 'OTHER' END) END"

@@ -34,7 +34,7 @@ import duckdb
 
 from diag.archives import ArchiveLimits
 from diag.errors import BadInputError
-from diag.store import default_memory_limit, q
+from diag.store import default_memory_limit, q, sql_literal
 from parsers._base import ParseContext, ParseResult, Probe
 from parsers._io import element_ends, one_line, read_json_array_sql
 from parsers._json_split import remove as remove_parts
@@ -314,7 +314,7 @@ def us_to_ns(col: str) -> str:
 
 
 def _lit(values: tuple[str, ...] | list[str]) -> str:
-    return ", ".join("'" + v.replace("'", "''") + "'" for v in values)
+    return ", ".join(sql_literal(v) for v in values)
 
 
 class KinetoTraceParser:

@@ -25,7 +25,7 @@ from pathlib import Path
 import duckdb
 
 from diag.errors import BadInputError
-from diag.store import q
+from diag.store import q, sql_literal
 from parsers._base import ParseContext, ParseResult, Probe
 from parsers._io import one_line
 
@@ -218,10 +218,10 @@ class Stager:
         spec = "{" + ", ".join(f"'{n}': '{t}'" for n, (_, t) in self.cols[table].items()) + "}"
         try:
             self.jobs[table].result()
-            path = str(self.files[table]).replace("'", "''")
+            path = sql_literal(str(self.files[table]))
             q(
                 self.ctx.con,
-                f"CREATE OR REPLACE TEMP TABLE {temp} AS SELECT * FROM read_csv('{path}', {_CSV}, columns={spec})",
+                f"CREATE OR REPLACE TEMP TABLE {temp} AS SELECT * FROM read_csv({path}, {_CSV}, columns={spec})",
             )
         except (sqlite3.Error, duckdb.Error, OSError) as exc:
             raise BadInputError(self.ctx.display, f"cannot read table {table}: {one_line(exc)}") from None
@@ -252,7 +252,7 @@ def stage(ex: Export, ctx: ParseContext, table: str, cols: Cols, where: str = ""
 
 
 def _case(expr: str, mapping: dict[int, str], default: str) -> str:
-    whens = " ".join("WHEN {} THEN '{}'".format(k, v.replace("'", "''")) for k, v in mapping.items())
+    whens = " ".join(f"WHEN {k} THEN {sql_literal(v)}" for k, v in mapping.items())
     return f"CASE {expr} {whens} ELSE {default} END"
 
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from diag.store import sql_literal
+
 RULES = Path(__file__).resolve().parent.parent / "rules" / "op_classes.csv"
 CLASSES = (
     "gemm", "moe_gemm", "moe_routing", "attention_prefill", "attention_decode", "kv_cache_write", "norm",
@@ -75,14 +77,10 @@ def classify(name: str | None, op_type: str | None = None, platform: str = "cuda
     return OTHER
 
 
-def _lit(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 def _whens(expr: str, platform: str) -> list[str]:
     low = f"lower({expr})"
     return [
-        f"WHEN regexp_matches({low}, {_lit(r.pattern)}) THEN {_lit(r.op_class)}"
+        f"WHEN regexp_matches({low}, {sql_literal(r.pattern)}) THEN {sql_literal(r.op_class)}"
         for r in rules()
         if r.applies_to(platform)
     ]
@@ -102,6 +100,7 @@ def sql_case(name_expr: str, op_type_expr: str | None = None, platform: str = "c
 def sql_case_by_platform(name_expr: str, platform_expr: str, op_type_expr: str | None = None) -> str:
     """Like ``sql_case`` for rows of both platforms: ``platform_expr`` is 'cuda' or 'ascend' per row."""
     parts = " ".join(
-        f"WHEN {platform_expr} = {_lit(p)} THEN {sql_case(name_expr, op_type_expr, p)}" for p in PLATFORMS
+        f"WHEN {platform_expr} = {sql_literal(p)} THEN {sql_case(name_expr, op_type_expr, p)}"
+        for p in PLATFORMS
     )
     return f"(CASE {parts} ELSE '{OTHER}' END)"

@@ -14,7 +14,7 @@ import typer
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
 from diag.errors import DiagError
 from diag.schema import TABLES
-from diag.store import Store
+from diag.store import Store, sql_literal
 
 
 def export(
@@ -36,7 +36,7 @@ def export(
             n = cur.execute(f'SELECT count(*) FROM "{table.name}"').fetchall()[0][0]
             if not n:
                 continue
-            target = (out / table.name).as_posix().replace("'", "''")
+            target = (out / table.name).as_posix()
             if "run_id" in table.column_names and table.name not in ("runs", "files"):
                 source = (
                     f'SELECT t.*, coalesce(r.job_id, -1) AS job_id FROM "{table.name}" t '
@@ -45,11 +45,13 @@ def export(
                 if "job_id" in table.column_names:
                     source = f'SELECT * FROM "{table.name}"'
                 cur.execute(
-                    f"COPY ({source}) TO '{target}' (FORMAT parquet, PARTITION_BY (job_id, run_id), "
+                    f"COPY ({source}) TO {sql_literal(target)} (FORMAT parquet, PARTITION_BY (job_id, run_id), "
                     "OVERWRITE_OR_IGNORE)"
                 ).fetchall()
             else:
-                cur.execute(f"COPY \"{table.name}\" TO '{target}.parquet' (FORMAT parquet)").fetchall()
+                cur.execute(
+                    f'COPY "{table.name}" TO {sql_literal(target + ".parquet")} (FORMAT parquet)'
+                ).fetchall()
             written[table.name] = int(n)
     if as_json:
         print_json({"db": db, "out": str(out), "format": fmt, "rows": written})
