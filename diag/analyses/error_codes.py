@@ -1,0 +1,62 @@
+"""The error-code catalog: what a CANN / torch_npu / runtime code means and its usual fix.
+
+``diag/rules/error_codes.csv`` holds the codes seen in logs and the format notes; a code it lacks (other CANN
+versions print others) is described by its spelling, from ``diag/rules/error_code_parts.csv``.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from functools import lru_cache
+from pathlib import Path
+
+RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
+ERROR_CODES = RULES_DIR / "error_codes.csv"
+ERROR_CODE_PARTS = RULES_DIR / "error_code_parts.csv"
+
+
+@lru_cache(maxsize=2)
+def error_codes(path: Path = ERROR_CODES) -> dict[str, dict[str, str]]:
+    with open(path, encoding="utf-8") as fh:
+        rows = csv.DictReader(line for line in fh if not line.startswith("#"))
+        return {r["code"]: r for r in rows}
+
+
+@lru_cache(maxsize=2)
+def _code_parts(path: Path = ERROR_CODE_PARTS) -> dict[tuple[str, str], str]:
+    with open(path, encoding="utf-8") as fh:
+        rows = csv.DictReader(line for line in fh if not line.startswith("#"))
+        return {(r["kind"], r["key"]): r["name"] for r in rows}
+
+
+_CANN_CODE = re.compile(r"^[EWI]([0-9A-Z])(\d)\d{3}$")
+_PTA_CODE = re.compile(r"^ERR(\d\d)(\d{3})$")
+_RETURN_CODE = re.compile(r"^\d{6}$")
+
+
+def describe_code(code: str) -> dict[str, str]:
+    """The catalog's entry for ``code``; for a code it lacks (other CANN versions print others), what its
+    spelling says: the component of a CANN code, the sub-module and kind of a torch_npu ERRssccc."""
+    known = error_codes().get(code)
+    if known:
+        return known
+    parts = _code_parts()
+    entry = {"code": code, "component": "", "meaning": "", "typical_fix": ""}
+    if m := _CANN_CODE.match(code):
+        entry["component"] = parts.get(("cann_class", m.group(1)), "")
+        level = {"E": "error", "W": "warning", "I": "hint"}[code[0]]
+        entry["meaning"] = f"inner {level}" if m.group(2) == "9" else level
+    elif m := _PTA_CODE.match(code):
+        entry["component"] = parts.get(("pta_module", m.group(1)), "torch_npu")
+        entry["meaning"] = parts.get(("pta_kind", m.group(2)), "")
+    elif _RETURN_CODE.match(code):
+        entry["component"] = "runtime / ACL return code"
+    if entry["component"] or entry["meaning"]:
+        entry["meaning"] = (
+            f"{entry['meaning'] or 'unknown'} (from the code's spelling; not in diag's catalog)"
+        )
+        entry["typical_fix"] = (
+            "Read the records around it; look the code up in the CANN / torch_npu error-code lists"
+        )
+    return entry
