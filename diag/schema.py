@@ -411,6 +411,19 @@ TABLES: tuple[Table, ...] = (
             _c("rank", "INTEGER"),
             _c("source_loc", "VARCHAR", "CANN source file:line of the log call"),
             _c("code", "VARCHAR", "error code: EZ9999, EI0002, ERR00100, W11001, 507015…"),
+            _c(
+                "origin",
+                "VARCHAR",
+                "the process / source the record came from: a console prefix ('VllmWorker TP1 pid=961', "
+                "'rank6'), the plog's pid, else NULL (the file itself)",
+            ),
+            _c("codes", "VARCHAR[]", "every error / return code the record's text names, in order"),
+            _c(
+                "figures",
+                "JSON",
+                "numbers the text states, by name with their unit (OOM: requested_bytes, capacity_bytes, "
+                "allocated_bytes, reserved_bytes, free_bytes…)",
+            ),
             _c("message", "VARCHAR"),
             _c("raw", "VARCHAR", "the record's text as in the file"),
             _c(
