@@ -1,8 +1,10 @@
 """Detect each found file by content and parse it into the store, one transaction per file.
 
-Which files and which run they belong to is ``diag.discover``'s job.  The same file (same run, same
-relative path, same bytes, same parser version) is stored once; a changed file or a newer parser replaces
-the old rows in the same transaction; a failure stores nothing and alters nothing stored before.
+Which files there are is ``diag.discover``'s job, which run each belongs to ``diag.identity``'s (decided for
+the whole input first).  The same file (same run, same relative path, same bytes, same parser version) is
+stored once; a changed file or a newer parser replaces the old rows in the same transaction; a failure stores
+nothing and alters nothing stored before.  Files that make runs are stored before files that only join one
+(logs), and after every ingest a stored log whose folder's run exists now joins it (``attach_orphans``).
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ import duckdb
 from diag import archives
 from diag.discover import Candidate, Discoverer, job_origin, parent_shown, run_key_of, sha256_of
 from diag.errors import BadInputError, FileTooLargeError, UnsupportedFormatError
+from diag.identity import Identity, Plan, find_run, plan
 from diag.store import Store, default_memory_limit, ingest_memory_limit, q
 from parsers import ParseContext, Probe, detect
+from parsers._base import Parser
 from parsers._io import RetryLenient, one_line
 
 _CONFLICT_RETRIES = 5
@@ -50,10 +54,12 @@ class _Digest:
     large file the hash (≈0.7 s per GB) overlaps the parse instead of preceding it.
     """
 
-    def __init__(self, path: Path, size: int) -> None:
-        self._value: str | None = None
+    def __init__(self, path: Path, size: int, known: str | None = None) -> None:
+        self._value: str | None = known  # hashed already, for the run's content identity
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
+        if known is not None:
+            return
         if size < _HASH_ALONGSIDE_BYTES:
             self._value = sha256_of(path)
             return
@@ -135,6 +141,7 @@ class Ingestor:
         self._reserved_runs: dict[
             str, int
         ] = {}  # run key → id, while a parallel ingest runs (see diag.ingest_parallel._prepare)
+        self._plan = Plan()  # identities of the files being ingested (see diag.identity)
         self._tmp = Path(tempfile.mkdtemp(prefix="diag-ingest-"))
         q(store.con, f"SET memory_limit='{ingest_memory_limit()}'")
         self._discover = Discoverer(self._tmp, self.archive_limits)
@@ -162,17 +169,36 @@ class Ingestor:
         summary = IngestSummary(files=list(refused))
         for outcome in refused:
             self._done(outcome)
+        self._plan = plan(candidates, self.max_file_bytes)
         if jobs > 1 and len(candidates) > 1:
             from diag.ingest_parallel import run_parallel  # it builds on this module
 
             summary.files.extend(run_parallel(self, candidates, jobs))
-            return summary
-        for cand in candidates:
-            with self.around_file(cand) if self.around_file else contextlib.nullcontext():
-                outcome = self.ingest_one(cand)
-            summary.files.append(outcome)
-            self._done(outcome)
+        else:
+            outcomes: dict[int, FileOutcome] = {}
+            for i in self._plan.order(candidates):
+                with self.around_file(candidates[i]) if self.around_file else contextlib.nullcontext():
+                    outcomes[i] = self.ingest_one(candidates[i])
+                self._done(outcomes[i])
+            summary.files.extend(outcomes[i] for i in range(len(candidates)))
+        self.attach_orphans()
         return summary
+
+    def attach_orphans(self) -> None:
+        """Stored files without a run (a log ingested before its run, in this ingest or an earlier one) join
+        the run of their folder where there is exactly one now."""
+        with self.store.transaction():
+            for run_id in self.store.attach_orphans():
+                finalize_run(self.store, run_id)
+
+    def _identity(self, cand: Candidate) -> Identity | None:
+        """The planned identity of a file; a file ingested on its own is planned on its own."""
+        if cand not in self._plan.parsers:
+            alone = plan([cand], self.max_file_bytes)
+            self._plan.parsers |= alone.parsers
+            self._plan.identities |= alone.identities
+            self._plan.digests |= alone.digests
+        return self._plan.identities.get(cand)
 
     def _done(self, outcome: FileOutcome) -> None:
         if self.on_file_done:
@@ -198,17 +224,19 @@ class Ingestor:
                 outcome.message = "not a format diag reads"
                 return outcome
             outcome.parser = parser.name
-            digest = _Digest(cand.path, size)
+            ident = self._identity(cand)
+            digest = _Digest(cand.path, size, self._plan.digests.get(cand.path))
             lenient, conflicts = False, 0
             while True:
                 try:
-                    return self._store_file(cand, parser, digest, size, outcome, lenient)
+                    return self._store_file(cand, parser, digest, size, outcome, lenient, ident)
                 except RetryLenient:
                     if lenient:
                         raise
                     lenient = True  # the strict try's transaction was rolled back: nothing of it remains
                     if outcome.run_id is not None:  # but its run id was drawn: the retry reuses it, no gap
-                        self._reserved_runs.setdefault(run_key_of(cand), outcome.run_id)
+                        key = ident.run_key if ident else run_key_of(cand)
+                        self._reserved_runs.setdefault(key, outcome.run_id)
                 except (duckdb.TransactionException, duckdb.ConstraintException) as exc:
                     # Another worker's transaction touched the same row (a job's parallel groups) or created
                     # the same key first: redo this file's transaction; its rollback left nothing behind.
@@ -225,42 +253,60 @@ class Ingestor:
             outcome.message = f"{cand.source}: internal error ({type(exc).__name__}: {one_line(exc)})"
         # an error at commit comes after the parse filled in the outcome: nothing of it was stored
         outcome.status, outcome.rows, outcome.removed = "failed", {}, {}
-        self._record_failure(cand, outcome)
+        self._record_failure(cand, outcome, self._plan.identities.get(cand))
         return outcome
 
+    def _run_of(
+        self, cand: Candidate, parser: Parser, ident: Identity | None, digest: _Digest
+    ) -> tuple[str, int | None]:
+        """(the file's ledger scope, its run): found or made for a file that makes runs, found for one that
+        only joins one (a log joins the run of its folder when there is one, and creates none)."""
+        store = self.store
+        makes_run = getattr(parser, "run_per_file", False) or getattr(parser, "creates_run", True)
+        job_id = None
+        if makes_run:
+            job_id = store.ensure_job(
+                f"path:{job_origin(cand)}",
+                cand.run_root.parent.name or cand.run_root.name,
+                parent_shown(cand),
+            )
+        if ident is None and getattr(parser, "run_per_file", False):
+            # One file is one capture (an nsys export, a Kineto trace): its bytes are its identity.
+            scope = f"{parser.platform}:file:{digest.value()}"
+            run_id = store.ensure_run(
+                scope, name=cand.path.name, platform=parser.platform, source=cand.source, job_id=job_id
+            )
+            return scope, run_id
+        ident = ident or Identity(run_key_of(cand), run_key_of(cand))
+        run_id = find_run(store, ident, rekey=True)
+        if run_id is None and makes_run:
+            per_file = getattr(parser, "run_per_file", False)
+            run_id = store.ensure_run(
+                ident.run_key,
+                name=ident.name or cand.run_root.name,
+                platform=parser.platform,
+                source=cand.source if per_file and len(ident.members) <= 1 else cand.run_source,
+                job_id=job_id,
+                run_id=self._reserved_runs.get(ident.run_key),
+            )
+        return ident.scope, run_id
+
     def _store_file(
-        self, cand: Candidate, parser, digest: _Digest, size: int, outcome: FileOutcome, lenient: bool = False
-    ) -> FileOutcome:  # type: ignore[no-untyped-def]
+        self,
+        cand: Candidate,
+        parser,  # type: ignore[no-untyped-def]
+        digest: _Digest,
+        size: int,
+        outcome: FileOutcome,
+        lenient: bool = False,
+        ident: Identity | None = None,
+    ) -> FileOutcome:
         store = self.store
         with store.transaction() as con:
-            job_id = None
-            if getattr(parser, "run_per_file", False) or getattr(parser, "creates_run", True):
-                job_id = store.ensure_job(
-                    f"path:{job_origin(cand)}",
-                    cand.run_root.parent.name or cand.run_root.name,
-                    parent_shown(cand),
-                )
-            scope = run_key_of(cand)
-            if getattr(parser, "run_per_file", False):
-                # One file is one capture (an nsys export, a Kineto trace): its bytes are its identity.
-                scope = f"{parser.platform}:file:{digest.value()}"
-                run_id: int | None = store.ensure_run(
-                    scope, name=cand.path.name, platform=parser.platform, source=cand.source, job_id=job_id
-                )
-            elif getattr(parser, "creates_run", True):
-                run_id = store.ensure_run(
-                    scope,
-                    name=cand.run_root.name,
-                    platform=parser.platform,
-                    source=cand.run_source,
-                    job_id=job_id,
-                    run_id=self._reserved_runs.get(scope),
-                )
-            else:  # a log file joins the run of its folder when there is one, and creates none
-                found = con.execute("SELECT run_id FROM runs WHERE run_key = ?", [scope]).fetchall()
-                run_id = int(found[0][0]) if found else None
+            scope, run_id = self._run_of(cand, parser, ident, digest)
             outcome.run_id = run_id
-            entry = store.ledger_entry(scope, cand.relpath)
+            content_key = ident.run_key if ident and ident.by_content else None
+            entry = store.ledger_entry(scope, cand.relpath, run_id=run_id, content_key=content_key)
             if (
                 entry
                 and not self.replace
@@ -284,6 +330,7 @@ class Ingestor:
                 file_id=file_id,
                 run_id=run_id,
                 scope=scope,
+                content_key=content_key,
                 relpath=cand.relpath,
                 source=cand.source,
                 sha256=digest.value(),
@@ -298,11 +345,10 @@ class Ingestor:
                 finalize_run(store, run_id)
         return outcome
 
-    def _record_failure(self, cand: Candidate, outcome: FileOutcome) -> None:
+    def _record_failure(self, cand: Candidate, outcome: FileOutcome, ident: Identity | None) -> None:
         try:
-            with self.store.transaction() as con:
-                row = con.execute("SELECT run_id FROM runs WHERE run_key = ?", [run_key_of(cand)]).fetchall()
-                outcome.run_id = int(row[0][0]) if row else None
+            with self.store.transaction():
+                outcome.run_id = find_run(self.store, ident or Identity(run_key_of(cand), run_key_of(cand)))
                 self.store.forget_failures(cand.source)
                 self.store.record_file(
                     file_id=self.store.new_file_id(),

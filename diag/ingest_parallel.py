@@ -9,10 +9,10 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from diag.discover import Candidate, job_origin, parent_shown, run_key_of
+from diag.discover import Candidate, job_origin, parent_shown
+from diag.identity import find_run, joins_only
 from diag.ingest import FileOutcome, Ingestor, _size
 from diag.store import ingest_memory_limit, q
-from parsers import Probe, detect
 
 
 def run_parallel(ing: Ingestor, candidates: list[Candidate], jobs: int) -> list[FileOutcome]:
@@ -24,10 +24,11 @@ def run_parallel(ing: Ingestor, candidates: list[Candidate], jobs: int) -> list[
     on one worker keeps the cross-file steps of a run (a trace replacing kernel_details stand-ins, metadata
     updating the run) as ordered as in a serial ingest; jobs are created and run ids reserved up front,
     in input order (see ``_prepare``).  Largest runs start first, so the slowest run does not start last.
+    Within a run, files that make it go before files that join it (``Plan.order``), as in a serial ingest.
     """
     groups: dict[str, list[int]] = {}
-    for i, cand in enumerate(candidates):
-        groups.setdefault(run_key_of(cand), []).append(i)
+    for i in ing._plan.order(candidates):
+        groups.setdefault(ing._plan.group_of(candidates[i]), []).append(i)
     order = sorted(groups.values(), key=lambda idx: -sum(_size(candidates[i].path) for i in idx))
     created_jobs, ing._reserved_runs = _prepare(ing, candidates)
     # the workers' transactions share the database's memory limit: give each the serial ingest's share
@@ -80,23 +81,19 @@ def _prepare(ing: Ingestor, candidates: list[Candidate]) -> tuple[list[int], dic
     reserved: dict[str, int] = {}
     with ing.store.transaction() as con:
         for cand in candidates:
-            try:
-                parser = detect(Probe.of(cand.path))
-            except Exception:  # noqa: BLE001 — the file's own ingest reports it, one line, as a serial one would
-                continue
-            if parser is None or not (
-                getattr(parser, "creates_run", True) or getattr(parser, "run_per_file", False)
-            ):
+            # None: unreadable or unknown, which the file's own ingest reports, as a serial one would
+            parser = ing._plan.parsers.get(cand)
+            if parser is None or joins_only(parser):
                 continue
             key = f"path:{job_origin(cand)}"
             if not q(con, "SELECT 1 FROM jobs WHERE job_key = ?", [key]):
                 name = cand.run_root.parent.name or cand.run_root.name
                 jobs.append(ing.store.ensure_job(key, name, parent_shown(cand)))
-            if getattr(parser, "run_per_file", False):
+            ident = ing._plan.identities.get(cand)
+            if ident is None:
                 continue  # its identity is its bytes' hash: numbered when it is stored
-            scope = run_key_of(cand)
-            if scope not in reserved and not q(con, "SELECT 1 FROM runs WHERE run_key = ?", [scope]):
-                reserved[scope] = ing.store.reserve_run_id()
+            if ident.run_key not in reserved and find_run(ing.store, ident) is None:
+                reserved[ident.run_key] = ing.store.reserve_run_id()
     return jobs, reserved
 
 

@@ -96,7 +96,13 @@ TABLES: tuple[Table, ...] = (
             _c(
                 "scope",
                 "VARCHAR",
-                "the run folder's identity (run key): with relpath, what makes a file 'the same'",
+                "where the file came from: its run's key (profiler_info, a file's bytes), else its folder's "
+                "path key (path:<origin>[#capture]); with relpath, what makes a file 'the same'",
+            ),
+            _c(
+                "content_key",
+                "VARCHAR",
+                "content identity of the file set it came in (runs without profiler_info), else NULL",
             ),
             _c("relpath", "VARCHAR NOT NULL", "path relative to the run folder"),
             _c("source", "VARCHAR NOT NULL", "path as given (archive!member for archives)"),

@@ -21,6 +21,13 @@ import duckdb
 from diag.errors import DatabaseBusyError, StoreError
 from diag.schema import DATA_TABLES, SCHEMA_VERSION, SPAN_COLUMNS, TABLES, VIEW_NAMES, VIEWS
 
+# Data tables whose rows may have no run (a log, a serving result outside any run folder).
+ORPHAN_TABLES = tuple(
+    t.name
+    for t in TABLES
+    if t.per_file and any(c.name == "run_id" and "NOT NULL" not in c.type for c in t.columns)
+)
+
 RULES_DIR = Path(__file__).parent / "rules"
 DEFAULT_DB = "diag.duckdb"
 _SEQUENCES = ("seq_job", "seq_run", "seq_file")
@@ -276,14 +283,44 @@ class Store:
             q(con, "DELETE FROM runs WHERE run_id = ?", [run_id])
 
     # -- ledger ----------------------------------------------------------------------------------------------
-    def ledger_entry(self, scope: str, relpath: str) -> LedgerEntry | None:
-        """The stored file at ``relpath`` of a run folder (``scope`` = the run key), if any."""
+    def ledger_entry(
+        self, scope: str, relpath: str, run_id: int | None = None, content_key: str | None = None
+    ) -> LedgerEntry | None:
+        """The stored file at ``relpath`` of a run folder, if any: stored from the same folder (``scope``), in
+        the same run (the same content from elsewhere), or, run-less, in the same file set (``content_key``)."""
         row = self.con.execute(
             "SELECT file_id, run_id, sha256, parser, parser_version, status FROM files "
-            "WHERE scope = ? AND relpath = ? AND status <> 'failed'",
-            [scope, relpath],
+            "WHERE relpath = ? AND status <> 'failed' "
+            "AND (scope = ? OR run_id = ? OR (run_id IS NULL AND content_key = ?)) "
+            "ORDER BY scope = ? DESC, file_id LIMIT 1",
+            [relpath, scope, run_id, content_key, scope],
         ).fetchall()
         return LedgerEntry(*row[0]) if row else None
+
+    def attach_orphans(self) -> list[int]:
+        """Give stored files without a run, and their rows, the run their scope names — a run's key, or the
+        scope of the files of exactly one run — and return the runs that gained some."""
+        pairs = q(
+            self.con,
+            """WITH owners AS (SELECT scope, run_id FROM files WHERE run_id IS NOT NULL AND scope IS NOT NULL
+                               UNION SELECT run_key, run_id FROM runs),
+                    one AS (SELECT scope, min(run_id) AS run_id FROM owners GROUP BY scope
+                            HAVING count(DISTINCT run_id) = 1)
+               SELECT f.file_id, one.run_id FROM files f JOIN one USING (scope)
+               WHERE f.run_id IS NULL AND f.status <> 'failed' ORDER BY f.file_id""",
+        )
+        if not pairs:
+            return []
+        files, runs = [p[0] for p in pairs], [p[1] for p in pairs]
+        pick = "(SELECT unnest(?::BIGINT[]) AS file_id, unnest(?::BIGINT[]) AS run_id) m"
+        for table in (*ORPHAN_TABLES, "files"):
+            q(
+                self.con,
+                f'UPDATE "{table}" SET run_id = m.run_id FROM {pick} '
+                f'WHERE "{table}".file_id = m.file_id AND "{table}".run_id IS NULL',
+                [files, runs],
+            )
+        return sorted(set(runs))
 
     def new_file_id(self) -> int:
         return int(self.con.execute("SELECT nextval('seq_file')").fetchall()[0][0])
@@ -300,6 +337,7 @@ class Store:
         run_id: int | None,
         relpath: str,
         scope: str | None = None,
+        content_key: str | None = None,
         source: str,
         sha256: str,
         size_bytes: int,
@@ -311,12 +349,13 @@ class Store:
     ) -> None:
         q(
             self.con,
-            "INSERT INTO files (file_id, run_id, scope, relpath, source, sha256, size_bytes, parser, parser_version, "
-            "status, message, rows) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO files (file_id, run_id, scope, content_key, relpath, source, sha256, size_bytes, parser, "
+            "parser_version, status, message, rows) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [
                 file_id,
                 run_id,
                 scope,
+                content_key,
                 relpath,
                 source,
                 sha256,

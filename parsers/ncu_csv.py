@@ -82,6 +82,21 @@ class NcuCsvParser:
             return _layout(header) is not None
         return any(m.startswith(("==PROF==", "==ERROR==")) for m in messages)
 
+    def capture_of(self, probe: Probe) -> str | None:
+        """The profiled process a CSV page is an export of (host, pid, process name of its first launch):
+        the details / raw / per-section pages of one ``.ncu-rep`` share it; None when the page names none."""
+        skip, header, _ = _lines(probe.text)
+        if "Process ID" not in header or "Host Name" not in header:
+            return None
+        rows = csv.reader(probe.text.splitlines()[skip + 1 :])
+        first = next((r for r in rows if r and r[0].strip() and len(r) >= len(header) // 2), None)
+        if first is None or len(first) <= max(header.index("Process ID"), header.index("Host Name")):
+            return None
+        cell = dict(zip(header, (f.strip() for f in first), strict=False))
+        if not cell.get("Process ID"):
+            return None
+        return f"ncu:{cell['Host Name']}:{cell['Process ID']}:{cell.get('Process Name', '')}"
+
     def parse(self, ctx: ParseContext) -> ParseResult:
         check_not_empty(ctx.path, ctx.display)
         with open(ctx.path, "rb") as fh:

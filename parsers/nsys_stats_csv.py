@@ -51,6 +51,21 @@ TIME_UNITS = {
     "sec": 10**9,
 }
 SIZE_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
+# Every report id `nsys stats --help-reports` lists (2021-2025), for a file name ``PREFIX_<report>.csv``.
+REPORT_IDS = tuple(
+    sorted(
+        {
+            *OLD_REPORT_NAMES, *OLD_REPORT_NAMES.values(), *GPU_REPORTS, "cuda_api_gpu_sum",
+            "cuda_kern_exec_sum", "cuda_kern_exec_trace", "nvtx_gpu_proj_sum", "nvtx_gpu_proj_trace",
+            "nvtx_pushpop_sum", "nvtx_pushpop_trace", "nvtx_startend_sum", "openacc_sum", "openmp_sum",
+            "um_sum", "um_total_sum", "um_cpu_page_faults_sum", "mpi_event_sum", "mpi_event_trace",
+            "vulkan_marker_sum", "vulkan_gpu_marker_sum", "dx11_pix_sum", "dx12_gpu_marker_sum",
+            "dx12_pix_sum", "opengl_khr_range_sum", "opengl_khr_gpu_range_sum", "wddm_queue_sum",
+        },
+        key=len,
+        reverse=True,
+    )
+)  # fmt: skip
 _BANNER = re.compile(
     r"^\s*(\*\*|Processing \[|\[\d+/\d+\]|Generating |Exporting |SKIPPED|WARNING|NOTICE|ERROR|Report file|"
     r"Use the |Consider using|Exported successfully)"
@@ -166,6 +181,15 @@ class NsysStatsCsvParser:
                 continue
             return is_stats_header([f.strip() for f in next(csv.reader([line]), [])])
         return False
+
+    def capture_of(self, probe: Probe) -> str | None:
+        """The capture a file is one report of: ``PREFIX`` of ``PREFIX_<report>.csv``, the name ``nsys stats
+        --output PREFIX`` gives each report; None for any other name (a stdout capture, a renamed file)."""
+        stem = probe.path.stem
+        for report in REPORT_IDS:
+            if stem == report or stem.endswith(f"_{report}"):
+                return f"nsys_stats:{stem[: -len(report)].rstrip('_')}"
+        return None
 
     def parse(self, ctx: ParseContext) -> ParseResult:
         check_not_empty(ctx.path, ctx.display)

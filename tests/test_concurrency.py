@@ -109,7 +109,7 @@ def _writer(db: Path, files: dict[str, Path], timeout_s: float) -> subprocess.Po
 
 
 def _uploads(i: int) -> dict[str, Path]:
-    """What writer ``i`` uploads: a run folder and a trace every writer also uploads, and a file of its own."""
+    """What writer ``i`` uploads: a run folder and a trace every writer also uploads, and a kernel_details.csv in a folder of its own (the same bytes each time)."""
     run = {
         f"rank0_ascend_pt/{p.relative_to(RUN).as_posix()}": p for p in sorted(RUN.rglob("*")) if p.is_file()
     }
@@ -217,8 +217,10 @@ def _check_final(db: Path, writers: int, report: ConcurrencyReport) -> None:
     report.problems += [f"stored {n} times: {s} {r}" for s, r, n in dup]
     if kineto_runs != 1:
         report.problems.append(f"the trace every writer uploaded is {kineto_runs} runs, not 1")
-    if own != report.stored:
-        report.problems.append(f"{own} writers' own files stored, {report.stored} writers succeeded")
+    if own != 1:  # the same bytes in each writer's own folder: one run without profiler_info, stored once
+        report.problems.append(
+            f"the kernel_details.csv each writer uploaded in its own folder is stored {own} times"
+        )
     if not any(
         k[1] == "ASCEND_PROFILER_OUTPUT/kernel_details.csv" and "profiler_info" in k[0] for k in files
     ):
