@@ -3,7 +3,8 @@
 A run is one profiling session of one device: the ``*_ascend_pt`` / ``*_ascend_ms`` folder (or the folder
 holding ``ASCEND_PROFILER_OUTPUT`` / ``profiler_info*.json``) a file lives in.  Its identity is the hash of
 its ``profiler_info*.json`` when there is one, so the same run ingested from a folder or from an archive
-of it is stored once.  An msprof (CANN command-line) ``PROF_*`` folder is one run too, with everything under
+of it is stored once; without one, ``run_key_of`` gives the folder's path key and ``diag.identity`` makes
+the run's identity its content.  An msprof (CANN command-line) ``PROF_*`` folder is one run too, with everything under
 it (``mindstudio_profiler_output/``, ``msprof_*.db``, ``device_*/``, ``host/``); inside a ``*_ascend_pt``
 folder it belongs to that folder's run.
 """

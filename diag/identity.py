@@ -105,7 +105,7 @@ def plan(candidates: Iterable[Candidate], max_file_bytes: int) -> Plan:
             ident = Identity(content_key("content", members), key[1], members)
         else:
             _, platform, origin, where, capture = key
-            name = capture.split(":", 1)[-1] if len(group) > 1 else group[0].path.name
+            name = _capture_name(group, capture)
             scope = f"path:{origin}/{where}#{capture}" if where != "." else f"path:{origin}#{capture}"
             ident = Identity(content_key(f"{platform}:capture", members), scope, members, name)
         for cand in group:
@@ -148,6 +148,18 @@ def _sniff(cand: Candidate) -> tuple[Parser | None, Probe | None]:
         return detect(probe), probe
     except Exception:  # noqa: BLE001 — sniffing only: the file's own ingest reports it, one line
         return None, None
+
+
+def _capture_name(group: list[Candidate], capture: str) -> str:
+    """A capture run's name: the one file's name when it is alone; else the capture's own label when its
+    files' names start with it (nsys stats' ``PREFIX``), else their common name prefix (ncu pages)."""
+    if len(group) == 1:
+        return group[0].path.name
+    stems = [c.path.stem for c in group]
+    label = capture.split(":", 1)[-1]
+    if label and all(s.startswith(label) for s in stems):
+        return label
+    return os.path.commonprefix(stems).rstrip("_-. ") or label or group[0].run_root.name
 
 
 def _digest(path: Path) -> str | None:

@@ -215,8 +215,10 @@ class Ingestor:
                     f"{size} bytes is over the size cap of {self.max_file_bytes} bytes "
                     "(raise it with --max-file-size or DIAG_MAX_FILE_BYTES)",
                 )
-            probe = Probe.of(cand.path)
-            parser = detect(probe)
+            parser = self._plan.parsers.get(cand)  # sniffed when the input was planned
+            if parser is None:
+                probe = Probe.of(cand.path)
+                parser = detect(probe)
             if parser is None:
                 if cand.explicit or _EXPORT_NAMES.match(cand.path.name):
                     raise UnsupportedFormatError(cand.source, _why_unsupported(probe))

@@ -7,6 +7,7 @@ run; a log joins the run of its folder whatever the order the files are walked o
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import tarfile
 from pathlib import Path
@@ -49,6 +50,9 @@ def test_bare_kernel_details_from_two_folders_and_an_archive_is_one_run(tmp_path
     assert query(db, "SELECT count(*) FROM files WHERE status = 'ok'") == [(1,)]
     key = query(db, "SELECT run_key FROM runs")[0][0]
     assert key.startswith("content:") and "path:" not in key
+    # the digest hashed for the content key is the ledger's sha256 (hashed once)
+    digest = hashlib.sha256((BARE / "kernel_details.csv").read_bytes()).hexdigest()
+    assert query(db, "SELECT sha256 FROM files WHERE status = 'ok'") == [(digest,)]
 
 
 def test_changed_file_of_a_path_identified_folder_replaces_its_rows_in_the_same_run(tmp_path, db):
@@ -160,8 +164,8 @@ def test_ncu_csvs_of_one_profiled_process_are_one_run(corpus, tmp_path, db):
     assert sorted(f.status for f in summary.files if f.parser) == ["ok"] * 5
     assert query(
         db,
-        "SELECT count(DISTINCT f.file_id) FROM runs r JOIN files f USING (run_id) GROUP BY r.run_id ORDER BY 1",
-    ) == [(1,), (4,)]
+        "SELECT r.name, count(DISTINCT f.file_id) FROM runs r JOIN files f USING (run_id) GROUP BY ALL ORDER BY 2",
+    ) == [("ok_raw_wide.csv", 1), ("ncu_kernel0001_gemvx", 4)]
 
 
 def test_per_stage_kernel_summaries_of_the_corpus_stay_separate_runs(corpus, db):
@@ -218,3 +222,52 @@ def test_outcomes_keep_the_input_order(db):
         "profiler_info_0.json",
         "kernel_details.csv",
     ]
+
+
+def test_ncu_pages_of_two_processes_with_the_same_pid_stay_two_runs(tmp_path, db):
+    folder = tmp_path / "ncu"
+    folder.mkdir()
+    for name in ("ok_details_no_rules.csv", "ok_raw_wide.csv"):  # pid 108 in both: python3.10, two_kernels
+        shutil.copy(FIXTURES / "ncu_csv" / name, folder)
+    ingest(db, folder)
+    assert query(db, "SELECT name FROM runs ORDER BY 1") == [
+        ("ok_details_no_rules.csv",),
+        ("ok_raw_wide.csv",),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("file_name", "capture"),
+    [
+        ("report1_cuda_gpu_kern_sum.csv", "nsys_stats:report1"),
+        ("report1_cuda_gpu_kern_gb_sum.csv", "nsys_stats:report1"),  # the longer id, not '…_kern_gb' + 'sum'
+        ("run_7_nvtx_kern_sum.csv", "nsys_stats:run_7"),
+        ("old_gpukernsum.csv", "nsys_stats:old"),  # nsys < 2023.1 report ids
+        ("cuda_api_sum.csv", "nsys_stats:"),  # --output '' : the report id alone
+        ("nsys_cuda_gpu_kern_sum_decode.csv", None),  # renamed: not the PREFIX_<report> shape
+        ("stats_stdout.csv", None),  # stdout concatenation
+    ],
+)
+def test_nsys_stats_capture_is_read_from_the_output_prefix(tmp_path, file_name, capture):
+    from parsers import Probe
+    from parsers.nsys_stats_csv import PARSER
+
+    path = tmp_path / file_name
+    shutil.copy(NSYS / "report1_cuda_api_sum.csv", path)
+    assert PARSER.capture_of(Probe.of(path)) == capture
+
+
+def test_jobs_2_stores_captures_and_copies_as_jobs_1_does(tmp_path):
+    shutil.copytree(BARE, tmp_path / "a" / "capture")
+    shutil.copytree(BARE, tmp_path / "b" / "capture")
+    sql = (
+        "SELECT r.run_id, r.name, f.relpath, f.status, f.rows FROM runs r JOIN files f USING (run_id) "
+        "ORDER BY ALL"
+    )
+    stored = {}
+    for jobs in (1, 2):
+        db = tmp_path / f"jobs{jobs}.duckdb"
+        ingest(db, NSYS, tmp_path / "a", tmp_path / "b", jobs=jobs)
+        stored[jobs] = query(db, sql)
+    assert stored[2] == stored[1]
+    assert len(stored[1]) == 7 and {r[1] for r in stored[1]} == {"report1", "report2", "capture"}
