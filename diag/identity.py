@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from diag.discover import Candidate, run_key_of, sha256_of
+from diag.discover import Candidate, job_origin, parent_shown, run_key_of, sha256_of
 from diag.store import Store, q
 from parsers import Probe, detect
 from parsers._base import Parser
@@ -140,6 +140,47 @@ def find_run(store: Store, ident: Identity, rekey: bool = False) -> int | None:
         if not q(con, "SELECT 1 FROM runs WHERE run_key = ?", [new_key]):
             q(con, "UPDATE runs SET run_key = ? WHERE run_id = ?", [new_key, run_id])
     return run_id
+
+
+def run_of(
+    store: Store,
+    cand: Candidate,
+    parser: Parser,
+    ident: Identity | None,
+    digest: Callable[[], str],
+    reserved: dict[str, int],
+) -> tuple[str, int | None]:
+    """(a file's ledger scope, its run), inside the file's transaction: the run found or made for a file that
+    makes runs, found for one that only joins one (a log joins the run of its folder when there is one, and
+    creates none). ``reserved``: run ids drawn ahead for new run keys (``--jobs``, a lenient retry)."""
+    makes_run = not joins_only(parser)
+    job_id = None
+    if makes_run:
+        name = cand.run_root.parent.name or cand.run_root.name
+        job_id = store.ensure_job(f"path:{job_origin(cand)}", name, parent_shown(cand))
+    if ident is None and getattr(parser, "run_per_file", False):
+        # One file is one capture (an nsys export, a Kineto trace): its bytes are its identity.
+        scope = f"{parser.platform}:file:{digest()}"
+        run_id = store.ensure_run(
+            scope, name=cand.path.name, platform=parser.platform, source=cand.source, job_id=job_id
+        )
+        return scope, run_id
+    ident = ident or Identity(run_key_of(cand), run_key_of(cand))
+    run_id = find_run(store, ident, rekey=True)
+    if run_id is None and makes_run:
+        source = cand.run_source
+        if getattr(parser, "run_per_file", False):  # a capture: its file, or a pattern of its files
+            folder = cand.source.rsplit("/", 1)[0] if "/" in cand.source else "."
+            source = cand.source if len(ident.members) <= 1 else f"{folder}/{ident.name}*"
+        run_id = store.ensure_run(
+            ident.run_key,
+            name=ident.name or cand.run_root.name,
+            platform=parser.platform,
+            source=source,
+            job_id=job_id,
+            run_id=reserved.get(ident.run_key),
+        )
+    return ident.scope, run_id
 
 
 def _sniff(cand: Candidate) -> tuple[Parser | None, Probe | None]:

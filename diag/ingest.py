@@ -25,12 +25,11 @@ from pathlib import Path
 import duckdb
 
 from diag import archives
-from diag.discover import Candidate, Discoverer, job_origin, parent_shown, run_key_of, sha256_of
+from diag.discover import Candidate, Discoverer, run_key_of, sha256_of
 from diag.errors import BadInputError, FileTooLargeError, UnsupportedFormatError
-from diag.identity import Identity, Plan, find_run, plan
+from diag.identity import Identity, Plan, find_run, plan, run_of
 from diag.store import Store, default_memory_limit, ingest_memory_limit, q
 from parsers import ParseContext, Probe, detect
-from parsers._base import Parser
 from parsers._io import RetryLenient, one_line
 
 _CONFLICT_RETRIES = 5
@@ -258,41 +257,6 @@ class Ingestor:
         self._record_failure(cand, outcome, self._plan.identities.get(cand))
         return outcome
 
-    def _run_of(
-        self, cand: Candidate, parser: Parser, ident: Identity | None, digest: _Digest
-    ) -> tuple[str, int | None]:
-        """(the file's ledger scope, its run): found or made for a file that makes runs, found for one that
-        only joins one (a log joins the run of its folder when there is one, and creates none)."""
-        store = self.store
-        makes_run = getattr(parser, "run_per_file", False) or getattr(parser, "creates_run", True)
-        job_id = None
-        if makes_run:
-            job_id = store.ensure_job(
-                f"path:{job_origin(cand)}",
-                cand.run_root.parent.name or cand.run_root.name,
-                parent_shown(cand),
-            )
-        if ident is None and getattr(parser, "run_per_file", False):
-            # One file is one capture (an nsys export, a Kineto trace): its bytes are its identity.
-            scope = f"{parser.platform}:file:{digest.value()}"
-            run_id = store.ensure_run(
-                scope, name=cand.path.name, platform=parser.platform, source=cand.source, job_id=job_id
-            )
-            return scope, run_id
-        ident = ident or Identity(run_key_of(cand), run_key_of(cand))
-        run_id = find_run(store, ident, rekey=True)
-        if run_id is None and makes_run:
-            per_file = getattr(parser, "run_per_file", False)
-            run_id = store.ensure_run(
-                ident.run_key,
-                name=ident.name or cand.run_root.name,
-                platform=parser.platform,
-                source=cand.source if per_file and len(ident.members) <= 1 else cand.run_source,
-                job_id=job_id,
-                run_id=self._reserved_runs.get(ident.run_key),
-            )
-        return ident.scope, run_id
-
     def _store_file(
         self,
         cand: Candidate,
@@ -305,7 +269,7 @@ class Ingestor:
     ) -> FileOutcome:
         store = self.store
         with store.transaction() as con:
-            scope, run_id = self._run_of(cand, parser, ident, digest)
+            scope, run_id = run_of(store, cand, parser, ident, digest.value, self._reserved_runs)
             outcome.run_id = run_id
             content_key = ident.run_key if ident and ident.by_content else None
             entry = store.ledger_entry(scope, cand.relpath, run_id=run_id, content_key=content_key)

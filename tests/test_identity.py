@@ -117,6 +117,7 @@ def test_nsys_stats_csvs_of_one_capture_are_one_run_and_two_captures_two(db):
         "GROUP BY ALL ORDER BY 1",
     )
     assert runs == [("report1", 4), ("report2", 2)]
+    assert query(db, "SELECT source FROM runs ORDER BY 1") == [(f"{NSYS}/report1*",), (f"{NSYS}/report2*",)]
     by_run = query(
         db,
         "SELECT r.name, s.report, count(*) FROM kernel_stats s JOIN runs r USING (run_id) GROUP BY ALL ORDER BY 1, 2",
