@@ -25,6 +25,7 @@ import duckdb
 from diag import archives
 from diag.discover import Candidate, Discoverer, job_origin, parent_shown, run_key_of, sha256_of
 from diag.errors import BadInputError, FileTooLargeError, UnsupportedFormatError
+from diag.grouping import regroup
 from diag.store import Store, default_memory_limit, ingest_memory_limit, q
 from parsers import ParseContext, Probe, detect
 from parsers._io import RetryLenient, one_line
@@ -166,12 +167,14 @@ class Ingestor:
             from diag.ingest_parallel import run_parallel  # it builds on this module
 
             summary.files.extend(run_parallel(self, candidates, jobs))
+            regroup(self.store)  # jobs from the evidence of every stored run (diag.grouping)
             return summary
         for cand in candidates:
             with self.around_file(cand) if self.around_file else contextlib.nullcontext():
                 outcome = self.ingest_one(cand)
             summary.files.append(outcome)
             self._done(outcome)
+        regroup(self.store)  # jobs from the evidence of every stored run (diag.grouping)
         return summary
 
     def _done(self, outcome: FileOutcome) -> None:
