@@ -4,7 +4,7 @@ Two runs belong to one multi-rank job when every one of these holds (rules in ``
 
 * both have a **known rank**, and the ranks differ (a job never holds a rank twice);
 * the **same platform** and equal values in every ``[compatible]`` field both know (world size, profiler level,
-  AI Core metrics, device model, torch_npu / CANN versions), the rank below the other's world size, and no HCCL
+  AI Core metrics), the rank below the other's world size, and no HCCL
   group (``parallel_group_info``) that the two describe with different members;
 * **overlapping capture windows** (first to last event: device and host events, collectives, ProfilerSteps),
   by at least ``min_overlap`` of the shorter window, with ``clock_slack_ms`` for skew between hosts.

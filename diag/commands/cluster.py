@@ -13,7 +13,9 @@ from diag.commands._common import DEFAULT, DbOption, JsonOption, console, fmt_ns
 from diag.errors import DiagError
 from diag.store import Store
 
-JobOption = Annotated[int | None, typer.Option("--job", help="Job id (default: every job of 2+ ranks).")]
+JobOption = Annotated[
+    int | None, typer.Option("--job", help="Job id (default: every job the evidence grouped of 2+ ranks).")
+]
 
 
 def _job_ids(store: Store, job: int | None) -> list[int]:
@@ -22,7 +24,7 @@ def _job_ids(store: Store, job: int | None) -> list[int]:
         if job not in {j["job_id"] for j in jobs}:
             raise DiagError(f"no job {job} with runs in {store.path}")
         return [job]
-    return [j["job_id"] for j in jobs if j["ranks"] > 1]
+    return [j["job_id"] for j in jobs if j["multi_rank"]]
 
 
 def _print(view: ClusterView) -> None:
@@ -30,11 +32,12 @@ def _print(view: ClusterView) -> None:
     out.print(
         f"[bold]job {view.job_id}[/] {escape(view.name or '')}: {len(view.ranks)} ranks ({view.step_source})"
     )
+    out.print(escape(grouping_line(view.grouping)))
     table = Table("rank", "run", "steps", "step", "computing", "comm not ovl.", "free", "wait", "vs median",
                   title="per rank (totals over its steps)")  # fmt: skip
     for r in view.ranks:
         vs = "-" if r["vs_median_pct"] is None else f"{r['vs_median_pct']:+.1f}%"
-        table.add_row(str(r["rank"]), str(r["run_id"]), str(r["steps"]), fmt_ns(r["step_ns"]),
+        table.add_row("?" if r["rank"] is None else str(r["rank"]), str(r["run_id"]), str(r["steps"]), fmt_ns(r["step_ns"]),
                       fmt_ns(r["computing_ns"]), fmt_ns(r["comm_not_overlapped_ns"]), fmt_ns(r["free_ns"]),
                       fmt_ns(r.get("wait_ns")), vs)  # fmt: skip
     out.print(table)
@@ -52,6 +55,16 @@ def _print(view: ClusterView) -> None:
                   f"{escape(view.open_next.why)}")  # fmt: skip
 
 
+def grouping_line(grouping: dict | None) -> str:
+    """How the job's runs were grouped, in words: the evidence, and whether it is a guess."""
+    if grouping is None:
+        return "grouping: by folder only (stored by an older diag; ingest again to group by evidence) — no cluster findings"
+    if not grouping.get("multi_rank"):
+        return f"grouping: one run, no multi-rank job ({grouping.get('why_alone')}) — no cluster findings"
+    head = "grouping: a GUESS (ranks from folder or file names)" if grouping.get("guess") else "grouping"
+    return f"{head}: " + "; ".join(grouping.get("basis") or [])
+
+
 def cluster(db: DbOption = DEFAULT, job: JobOption = None, as_json: JsonOption = False) -> None:
     """A multi-rank job: step time per rank and step, slow ranks and links, the rank to open next."""
     with Store(db, read_only=True) as store:
@@ -60,7 +73,9 @@ def cluster(db: DbOption = DEFAULT, job: JobOption = None, as_json: JsonOption =
         print_json({"db": db, "jobs": [v.to_json() for v in views]})
         return
     if not views:
-        console().print("no job with two or more ranks")
+        console().print(
+            "no multi-rank job: no runs that the data says are ranks of one job (see `diag runs`)"
+        )
     for v in views:
         _print(v)
 
