@@ -33,6 +33,7 @@ from diag.analyses.postmortem import (
 )
 from diag.analyses.postmortem_env import job_environment
 from diag.analyses.postmortem_steps import StepReport, rank_table, step_report
+from diag.grouping import is_multi_rank, job_grouping
 from diag.store import Store
 
 
@@ -219,10 +220,20 @@ def build_job_postmortem(store: Store, job_id: int, baseline_run_id: int | None 
     runs = job_runs(store, job_id)
     if not runs:
         raise ValueError(f"no run in job {job_id}")
+    grouping = job_grouping(store.cursor(), job_id)
+    if len(runs) > 1 and not is_multi_rank(grouping):
+        raise ValueError(
+            f"job {job_id} holds {len(runs)} runs grouped by folder only (stored by an older diag): ingest its "
+            "files again to group them by evidence, or ask for one run's postmortem (--run)"
+        )
     name = runs[0].get("job") or str(job_id)
     ranks = sorted({r["rank"] for r in runs if r.get("rank") is not None})
     scope = f"job {job_id} ({name}, {len(runs)} run(s), rank(s) {', '.join(map(str, ranks)) or '?'})"
+    if grouping and grouping.get("guess"):
+        scope += " — grouping is a guess: ranks from folder or file names"
     pm = Postmortem(None, baseline_run_id, scope, "", "", job_id=job_id)
+    if grouping is not None and is_multi_rank(grouping) and grouping.get("guess"):
+        pm.contributing.append(_grouping_caveat(grouping))
     rep = step_report(store, runs)
     pm.clock = rep.clock
     pm.ranks = rank_table(rep)
@@ -250,6 +261,15 @@ def build_job_postmortem(store: Store, job_id: int, baseline_run_id: int | None 
             Statement(f"Ranks differ in {d['key']} — {vals}", {"figures": d, "from": "environment per rank"})
         )
     return pm
+
+
+def _grouping_caveat(grouping: dict[str, Any]) -> Statement:
+    """A job grouped on weak evidence (diag.grouping): every cross-rank statement above rests on it."""
+    return Statement(
+        "Caveat: these runs were grouped as one job on weak evidence (a guess), so every comparison between "
+        f"ranks above rests on it: {'; '.join(grouping.get('basis') or [])}",
+        {"figures": {"grouping": grouping}, "from": "diag.grouping"},
+    )
 
 
 def _one_per_category(findings: list[Finding]) -> list[Finding]:
