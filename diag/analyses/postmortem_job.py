@@ -131,36 +131,7 @@ def _capture_statement(rep: StepReport, job_name: str) -> Statement | None:
 
 def _step_time_statements(rows: list[dict[str, Any]], rep: StepReport) -> list[Statement]:
     ranked = [r for r in rows if r["common_steps_mean_ns"] is not None]
-    if not ranked:
-        return []
-    slow = max(ranked, key=lambda r: r["common_steps_mean_ns"])
-    fast = min(ranked, key=lambda r: r["common_steps_mean_ns"])
-    gap = slow["common_steps_mean_ns"] - fast["common_steps_mean_ns"]
-    pct = 100 * gap / fast["common_steps_mean_ns"] if fast["common_steps_mean_ns"] else 0.0
-    steps = rep.common_steps
-    out = [
-        Statement(
-            f"Step time per rank over the {len(steps)} step(s) every rank completed ({_span(steps)}): slowest "
-            f"{_rank_label(slow['rank'], slow['run_id'])} {slow['common_steps_mean_ns'] / 1e6:,.3f} ms, fastest "
-            f"{_rank_label(fast['rank'], fast['run_id'])} {fast['common_steps_mean_ns'] / 1e6:,.3f} ms "
-            f"(+{gap / 1e6:,.3f} ms, {pct:.2f}%)",
-            {
-                "figures": {
-                    "common_steps": steps,
-                    "slowest_rank": slow["rank"],
-                    "fastest_rank": fast["rank"],
-                    "gap_ns": gap,
-                    "gap_pct": round(pct, 3),
-                    "mean_step_ns_per_rank": {
-                        _rank_label(r["rank"], r["run_id"]): r["common_steps_mean_ns"] for r in ranked
-                    },
-                    "step_source_per_rank": {
-                        _rank_label(r["rank"], r["run_id"]): r["step_source"] for r in ranked
-                    },
-                }
-            },
-        )
-    ]
+    out = [_rank_gap_statement(ranked, rep)] if len(ranked) > 1 else []  # one run: no slowest and fastest
     if rep.outliers:
         out.append(
             Statement(
@@ -170,6 +141,35 @@ def _step_time_statements(rows: list[dict[str, Any]], rep: StepReport) -> list[S
             )
         )
     return out
+
+
+def _rank_gap_statement(ranked: list[dict[str, Any]], rep: StepReport) -> Statement:
+    slow = max(ranked, key=lambda r: r["common_steps_mean_ns"])
+    fast = min(ranked, key=lambda r: r["common_steps_mean_ns"])
+    gap = slow["common_steps_mean_ns"] - fast["common_steps_mean_ns"]
+    pct = 100 * gap / fast["common_steps_mean_ns"] if fast["common_steps_mean_ns"] else 0.0
+    steps = rep.common_steps
+    return Statement(
+        f"Step time per rank over the {len(steps)} step(s) every rank completed ({_span(steps)}): slowest "
+        f"{_rank_label(slow['rank'], slow['run_id'])} {slow['common_steps_mean_ns'] / 1e6:,.3f} ms, fastest "
+        f"{_rank_label(fast['rank'], fast['run_id'])} {fast['common_steps_mean_ns'] / 1e6:,.3f} ms "
+        f"(+{gap / 1e6:,.3f} ms, {pct:.2f}%)",
+        {
+            "figures": {
+                "common_steps": steps,
+                "slowest_rank": slow["rank"],
+                "fastest_rank": fast["rank"],
+                "gap_ns": gap,
+                "gap_pct": round(pct, 3),
+                "mean_step_ns_per_rank": {
+                    _rank_label(r["rank"], r["run_id"]): r["common_steps_mean_ns"] for r in ranked
+                },
+                "step_source_per_rank": {
+                    _rank_label(r["rank"], r["run_id"]): r["step_source"] for r in ranked
+                },
+            }
+        },
+    )
 
 
 def _span(steps: list[int]) -> str:
