@@ -341,3 +341,13 @@ def is_multi_rank(grouping: dict[str, Any] | None) -> bool:
 def rank_or_run(rank: int | None, run_id: int) -> str:
     """How a run is named where a rank is expected: never its run id presented as a rank."""
     return f"rank {rank}" if rank is not None else f"run {run_id} (rank unknown)"
+
+
+def describe_grouping(grouping: dict[str, Any] | None) -> str:
+    """How the job's runs were grouped, in words: the evidence, and whether it is a guess."""
+    if grouping is None:
+        return "grouping: by folder only (stored by an older diag; ingest again to group by evidence) — no cluster findings"
+    if not grouping.get("multi_rank"):
+        return f"grouping: one run, no multi-rank job ({grouping.get('why_alone')}) — no cluster findings"
+    head = "grouping: a GUESS (ranks from folder or file names)" if grouping.get("guess") else "grouping"
+    return f"{head}: " + "; ".join(grouping.get("basis") or [])

@@ -11,6 +11,7 @@ from rich.table import Table
 from diag.analyses.cluster import ClusterView, cluster_view, list_jobs
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, fmt_ns, print_json
 from diag.errors import DiagError
+from diag.grouping import describe_grouping
 from diag.store import Store
 
 JobOption = Annotated[
@@ -32,7 +33,7 @@ def _print(view: ClusterView) -> None:
     out.print(
         f"[bold]job {view.job_id}[/] {escape(view.name or '')}: {len(view.ranks)} ranks ({view.step_source})"
     )
-    out.print(escape(grouping_line(view.grouping)))
+    out.print(escape(describe_grouping(view.grouping)))
     table = Table("rank", "run", "steps", "step", "computing", "comm not ovl.", "free", "wait", "vs median",
                   title="per rank (totals over its steps)")  # fmt: skip
     for r in view.ranks:
@@ -53,16 +54,6 @@ def _print(view: ClusterView) -> None:
     if view.open_next:
         out.print(f"[bold]open next:[/] rank {view.open_next.rank} (run {view.open_next.run_id}): "
                   f"{escape(view.open_next.why)}")  # fmt: skip
-
-
-def grouping_line(grouping: dict | None) -> str:
-    """How the job's runs were grouped, in words: the evidence, and whether it is a guess."""
-    if grouping is None:
-        return "grouping: by folder only (stored by an older diag; ingest again to group by evidence) — no cluster findings"
-    if not grouping.get("multi_rank"):
-        return f"grouping: one run, no multi-rank job ({grouping.get('why_alone')}) — no cluster findings"
-    head = "grouping: a GUESS (ranks from folder or file names)" if grouping.get("guess") else "grouping"
-    return f"{head}: " + "; ".join(grouping.get("basis") or [])
 
 
 def cluster(db: DbOption = DEFAULT, job: JobOption = None, as_json: JsonOption = False) -> None:
