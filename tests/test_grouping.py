@@ -300,3 +300,19 @@ def test_cluster_page_has_no_job_for_unrelated_captures(tmp_path: Path, monkeypa
     assert at.info[0].value.startswith(
         "No multi-rank job: no stored runs that the data says are ranks of one job"
     )
+
+
+def test_trap_rank_waits_for_uncaptured_peers(tmp_path: Path):
+    db = tmp_path / "wait.duckdb"
+    _ingest(db, [FIXTURES / "traps" / "rank_waits_for_uncaptured_peers"])
+    (f,) = _wait_findings(db)  # base code: no finding at all (the run has no device data)
+    assert f.title == ("Rank 0 waited 100% of its collective time (162.4 ms, 20.1% of its step time): the slow "
+                       "party is another rank — capture ranks 1, 2, 3 too")  # fmt: skip
+    assert (f.category, f.severity, f.impact_ns) == ("communication", "high", 162_425_040)
+    assert (f.evidence["collectives"], f.evidence["transit_ns"], f.evidence["own_time_ns"]) == (
+        4,
+        0,
+        810_022_250,
+    )
+    code, out = cli_json("findings", "--db", str(db), "--run", "1")
+    assert [x["title"] for x in out["findings"]] == [f.title]
