@@ -279,9 +279,7 @@ def regroup(store: Store) -> None:
         taken: set[int] = set()
         groups.sort(key=lambda g: (-len(g[0]), g[0][0]))
         for ids, grouping in groups:
-            old = Counter(by_id[i].job_id for i in ids if by_id[i].job_id is not None)
-            free = [(n, -j) for j, n in old.items() if j not in taken]
-            job_id = -max(free)[1] if free else _new_job(con, [by_id[i] for i in ids])
+            job_id = _kept_job(ids, by_id, taken) or _new_job(con, [by_id[i] for i in ids])
             taken.add(job_id)
             q(con, "UPDATE runs SET job_id = ? WHERE list_contains(?, run_id) AND job_id IS DISTINCT FROM ?",
               [job_id, ids, job_id])  # fmt: skip
@@ -295,6 +293,19 @@ def regroup(store: Store) -> None:
             "DELETE FROM jobs WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.job_id = jobs.job_id) "
             "AND NOT EXISTS (SELECT 1 FROM postmortem_notes n WHERE n.job_id = jobs.job_id)",
         )
+
+
+def _kept_job(ids: list[int], by_id: dict[int, RunFacts], taken: set[int]) -> int | None:
+    """The old job a group keeps: the one holding most of its runs, on a tie the one of its earliest run (a run
+    just ingested sits in its folder's job until now, and must not pull an established group over there)."""
+    held: dict[int, list[int]] = {}
+    for i in ids:
+        job = by_id[i].job_id
+        if job is not None and job not in taken:
+            held.setdefault(job, []).append(i)
+    if not held:
+        return None
+    return max(held, key=lambda j: (len(held[j]), -min(held[j])))
 
 
 def _parallel_groups(con: duckdb.DuckDBPyConnection, run_id: int) -> dict[str, Any]:

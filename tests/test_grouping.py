@@ -316,3 +316,23 @@ def test_trap_rank_waits_for_uncaptured_peers(tmp_path: Path):
     )
     code, out = cli_json("findings", "--db", str(db), "--run", "1")
     assert [x["title"] for x in out["findings"]] == [f.title]
+
+
+def test_a_job_that_gains_a_rank_keeps_its_id(tmp_path: Path):
+    """The trap's folder, then a rank 1 of the Llama capture lands beside it: the Llama run's job gains it and keeps
+    its id, though the new file first sits in its folder's job (the ResNet run's)."""
+    folder = tmp_path / "captures"
+    shutil.copytree(TRAP, folder)
+    db = tmp_path / "gain.duckdb"
+    _ingest(db, [folder])
+    before = {next(iter(n)): j for j, (n, _) in _jobs(db).items()}
+    trace = json.loads((folder / "llama_rank0.pt.trace.json").read_text())
+    trace["traceName"] = "llama_rank1.pt.trace.json"
+    (folder / "llama_rank1.pt.trace.json").write_text(json.dumps(trace))
+    _ingest(db, [folder])
+    after = _jobs(db)
+    llama = after[before["llama_rank0.pt.trace.json"]]
+    assert llama[0] == {"llama_rank0.pt.trace.json", "llama_rank1.pt.trace.json"}
+    assert llama[1]["multi_rank"] and llama[1]["ranks"] == [0, 1] and llama[1]["guess"] is True
+    assert after[before["resnet_rank0.pt.trace.json"]][0] == {"resnet_rank0.pt.trace.json"}
+    assert after[before["bert_rank1.pt.trace.json"]][0] == {"bert_rank1.pt.trace.json"}
