@@ -336,3 +336,49 @@ def test_a_job_that_gains_a_rank_keeps_its_id(tmp_path: Path):
     assert llama[1]["multi_rank"] and llama[1]["ranks"] == [0, 1] and llama[1]["guess"] is True
     assert after[before["resnet_rank0.pt.trace.json"]][0] == {"resnet_rank0.pt.trace.json"}
     assert after[before["bert_rank1.pt.trace.json"]][0] == {"bert_rank1.pt.trace.json"}
+
+
+@pytest.mark.parametrize(
+    ("field", "a", "b"),
+    [
+        ("profiler_level", "Level1", "Level2"),
+        ("aic_metrics", "ACL_AICORE_NONE", "ACL_AICORE_PIPE_UTILIZATION"),
+    ],
+)
+def test_compatible_fields_rule(field: str, a: str, b: str):
+    """Every [compatible] field of rules/grouping.toml keeps two otherwise matching runs apart when it differs."""
+    r = rules()
+    assert field in r["compatible"]["fields"]
+    lo, hi = 1_700_000_000_000_000_000, 1_700_000_001_000_000_000
+    x = RunFacts(1, "a", None, "ascend", "", 0, "profiler_info", lo, hi, {field: a})
+    y = RunFacts(2, "b", None, "ascend", "", 1, "profiler_info", lo, hi, {field: b})
+    assert why_apart(x, y, r) == f"different {field.replace('_', ' ')} ({a} vs {b})"
+    y.fields = {field: a}
+    assert why_apart(x, y, r) is None
+
+
+def test_min_epoch_rule_a_trace_without_absolute_time_has_no_window(tmp_path: Path):
+    """An old Kineto trace counts µs from its own start (no baseTimeNanoseconds): no capture window, no peer."""
+    folder = tmp_path / "relative"
+    folder.mkdir()
+    for name in ("llama_rank0.pt.trace.json", "bert_rank1.pt.trace.json"):
+        trace = json.loads((TRAP / name).read_text())
+        t0 = min(e["ts"] for e in trace["traceEvents"] if "ts" in e)
+        for e in trace["traceEvents"]:
+            if "ts" in e:
+                e["ts"] -= t0  # both now start at 0: 'overlapping' by their numbers, unrelated in fact
+        (folder / name).write_text(json.dumps(trace))
+    db = tmp_path / "rel.duckdb"
+    _ingest(db, [folder])
+    jobs = _jobs(db)
+    assert len(jobs) == 2
+    assert {g["why_alone"] for _, g in jobs.values()} == {"no absolute capture time to match peers on"}
+
+
+def test_wait_ratio_rule_a_rank_that_mostly_transferred_gets_no_wait_finding(tmp_path: Path):
+    """[cluster] wait_ratio: the trap's rank with transit made 5× its wait (ratio 1/6 < 0.2) gets no finding."""
+    db = tmp_path / "wait.duckdb"
+    _ingest(db, [FIXTURES / "traps" / "rank_waits_for_uncaptured_peers"])
+    with Store(str(db)) as store:
+        store.cursor().execute("UPDATE comm_ops SET transit_ns = 5 * wait_ns")
+    assert _wait_findings(db) == []
