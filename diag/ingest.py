@@ -27,6 +27,7 @@ import duckdb
 from diag import archives
 from diag.discover import Candidate, Discoverer, run_key_of, sha256_of
 from diag.errors import BadInputError, FileTooLargeError, UnsupportedFormatError
+from diag.grouping import regroup
 from diag.identity import Identity, Plan, find_run, plan, run_of
 from diag.store import Store, default_memory_limit, ingest_memory_limit, q
 from parsers import ParseContext, Probe, detect
@@ -181,6 +182,7 @@ class Ingestor:
                 self._done(outcomes[i])
             summary.files.extend(outcomes[i] for i in range(len(candidates)))
         self.attach_orphans()
+        regroup(self.store)  # jobs from the evidence of every stored run, logs attached (diag.grouping)
         return summary
 
     def attach_orphans(self) -> None:

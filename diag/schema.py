@@ -47,13 +47,14 @@ _OWNER = (
 TABLES: tuple[Table, ...] = (
     Table(
         "jobs",
-        "a multi-rank capture: the folder that holds one or more runs",
+        "runs that the data says belong together (diag.grouping): a multi-rank job, or one run with no peers",
         (
             _c("job_id", "BIGINT PRIMARY KEY"),
-            _c("job_key", "VARCHAR UNIQUE NOT NULL", "stable identity (folder path or archive sha + member)"),
+            _c("job_key", "VARCHAR UNIQUE NOT NULL", "path:<first folder> or group:<members hash>"),
             _c("name", "VARCHAR"),
             _c("source", "VARCHAR", "folder or archive it came from"),
             _c("parallel_groups", "JSON", "parallel_group_info of profiler_metadata.json"),
+            _c("grouping", "JSON", "diag.grouping evidence: multi_rank, ranks, basis, guess"),
             _c("created_at", "TIMESTAMP DEFAULT current_timestamp"),
         ),
         per_file=False,

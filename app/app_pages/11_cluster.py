@@ -6,6 +6,7 @@ import streamlit as st
 
 from app import cluster_widgets as cw
 from app import data, widgets
+from diag.grouping import describe_grouping
 
 SEVERITY = {"high": ":red-badge[high]", "medium": ":orange-badge[medium]", "low": ":blue-badge[low]"}
 
@@ -22,13 +23,25 @@ def open_rank(rank: int, run_id: int) -> None:
 
 st.title("Cluster")
 fp = data.fingerprint()
-jobs = data.jobs(fp)
+jobs = [j for j in data.jobs(fp) if j["multi_rank"]]  # only runs the data says are ranks of one job
 if not jobs:
-    st.info("No job yet: upload a folder of rank exports (`rank*_ascend_pt/`) on the Upload page.")
+    st.info(
+        "No multi-rank job: no stored runs that the data says are ranks of one job (known, distinct ranks and "
+        "overlapping capture windows; sharing a folder is not enough). Upload every rank's export "
+        "(`rank*_ascend_pt/`) of one run on the Upload page."
+    )
     st.stop()
-labels = {j["job_id"]: f"{j['job_id']} · {j['name']} · {j['ranks']} ranks" for j in jobs}
+labels = {
+    j["job_id"]: f"{j['job_id']} · {j['name']} · {j['ranks']} ranks"
+    + (" · grouping is a guess" if j["grouping"].get("guess") else "")
+    for j in jobs
+}
 job_id = st.selectbox("Job", list(labels), format_func=labels.get, key="cluster_job")
 view = data.cluster(fp, job_id)
+if view.grouping and view.grouping.get("guess"):
+    st.warning(widgets.md(describe_grouping(view.grouping)))
+else:
+    st.caption(widgets.md(describe_grouping(view.grouping)))
 if not view.ranks:
     st.info("This job's runs have no step data (step_trace_time.csv or ProfilerStep ranges).")
     st.stop()

@@ -32,16 +32,14 @@ from diag.analyses.cluster_findings import (
     rank_findings,
 )
 from diag.analyses.findings import thresholds
+from diag.grouping import is_multi_rank, job_grouping
 from diag.store import Store, q
 
 STEP_COLS = ("computing_ns", "comm_not_overlapped_ns", "overlapped_ns", "communication_ns", "free_ns",
              "preparing_ns")  # fmt: skip
-# A run with no rank stands for its device only when no other run of the job has that device (two nodes'
-# device 0 are two ranks), else for itself.
-_JOB_RUNS = (
-    "jr AS (SELECT run_id, coalesce(rank, CASE WHEN count(*) OVER (PARTITION BY device) = 1 THEN device END, "
-    "run_id)::INTEGER AS rank FROM runs WHERE job_id = $job)"
-)
+# The rank as the data states it: a multi-rank job (diag.grouping) only holds runs of known, distinct ranks, and
+# a run of unknown rank (a job of one run) stays NULL rather than borrowing its device or run id.
+_JOB_RUNS = "jr AS (SELECT run_id, rank::INTEGER AS rank FROM runs WHERE job_id = $job)"
 
 
 def _one_file(table: str) -> str:
@@ -65,6 +63,7 @@ class ClusterView:
     transports: list[dict[str, Any]]  # per rank and transport
     findings: list[ClusterFinding]
     open_next: OpenNext | None
+    grouping: dict[str, Any] | None = None  # diag.grouping's evidence; cluster findings need multi_rank
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -73,13 +72,20 @@ class ClusterView:
 
 
 def list_jobs(store: Store) -> list[dict[str, Any]]:
+    """Every job with runs; ``multi_rank`` only where the evidence grouped several ranks (diag.grouping)."""
     cur = store.cursor()
     rows = q(
         cur,
-        "SELECT j.job_id, j.name, j.source, count(r.run_id), count(DISTINCT r.rank) FROM jobs j "
-        "JOIN runs r USING (job_id) GROUP BY ALL ORDER BY count(r.run_id) DESC, j.job_id",
+        "SELECT j.job_id, j.name, j.source, count(r.run_id), count(DISTINCT r.rank), j.grouping::VARCHAR "
+        "FROM jobs j JOIN runs r USING (job_id) GROUP BY ALL ORDER BY count(r.run_id) DESC, j.job_id",
     )
-    return [dict(zip(("job_id", "name", "source", "runs", "ranks"), r, strict=True)) for r in rows]
+    out = []
+    for *head, grouping in rows:
+        job = dict(zip(("job_id", "name", "source", "runs", "ranks"), head, strict=True))
+        job["grouping"] = json.loads(grouping) if grouping else None
+        job["multi_rank"] = is_multi_rank(job["grouping"])
+        out.append(job)
+    return out
 
 
 def cluster_view(store: Store, job_id: int) -> ClusterView:
@@ -87,6 +93,7 @@ def cluster_view(store: Store, job_id: int) -> ClusterView:
     job = q(cur, "SELECT name, source, parallel_groups FROM jobs WHERE job_id = ?", [job_id])
     if not job:
         raise LookupError(f"no job {job_id}")
+    grouping = job_grouping(cur, job_id)
     t = thresholds()["cluster"]
     steps, source = _steps(cur, job_id)
     ranks = _rank_totals(steps)
@@ -97,11 +104,14 @@ def cluster_view(store: Store, job_id: int) -> ClusterView:
     links = _links(cur, job_id, members, meta, t)
     transports = _transports(cur, job_id, t)
     _add_comm_totals(ranks, comm)
-    findings = rank_findings(ranks, t, pp_stage(meta)) + link_findings(links, transports, ranks, t)
+    findings: list[ClusterFinding] = []
+    real = is_multi_rank(grouping)  # ranks are compared only when the data says they are ranks of one job
+    if real:
+        findings = rank_findings(ranks, t, pp_stage(meta)) + link_findings(links, transports, ranks, t)
     findings.sort(key=lambda f: -f.impact_ns)
     return ClusterView(
         job_id, job[0][0], job[0][1], source, ranks, steps, groups, links, transports, findings,
-        open_next(findings, ranks),
+        open_next(findings, ranks) if real else None, grouping,
     )  # fmt: skip
 
 
@@ -135,8 +145,8 @@ def _steps(cur, job_id: int) -> tuple[list[dict[str, Any]], str]:
 def _rank_totals(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ranks: dict[int, dict[str, Any]] = {}
     for s in steps:
-        r = ranks.setdefault(s["rank"], {"rank": s["rank"], "run_id": s["run_id"], "steps": 0, "step_ns": 0}
-                             | dict.fromkeys(STEP_COLS))  # fmt: skip
+        r = ranks.setdefault(s["rank"], {"rank": s["rank"], "run_id": s["run_id"], "steps": 0, "step_ns": 0,
+                                         "vs_median_pct": None, "robust_z": None} | dict.fromkeys(STEP_COLS))  # fmt: skip
         r["steps"] += 1
         r["step_ns"] += s["step_ns"] or 0
         for c in STEP_COLS:

@@ -1,4 +1,5 @@
-"""Cluster findings: slow rank, imbalance, slow link, slow rank transport, and the rank to open next.
+"""Cluster findings: slow rank, imbalance, slow link, slow rank transport, the rank to open next, and the wait
+of a rank captured without its peers (``single_rank_wait``, a device finding of that run).
 
 Thresholds in rules/thresholds.toml ``[cluster]``; severity from the impact's share of the median rank's total
 step time (``[severity]``, as the device findings).  Used by ``diag.analyses.cluster``.
@@ -6,11 +7,14 @@ step time (``[severity]``, as the device findings).  Used by ``diag.analyses.clu
 
 from __future__ import annotations
 
+import json
 import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from diag.analyses.findings import thresholds
+from diag.analyses.findings import Finding, thresholds
+from diag.grouping import is_multi_rank, job_grouping, rank_or_run
+from diag.store import Store, q
 
 
 @dataclass
@@ -189,3 +193,83 @@ def open_next(findings: list[ClusterFinding], ranks: list[dict[str, Any]]) -> Op
         top["run_id"],
         f"No outlier; the longest step time ({_ms(top['mean_step_ns'])} per step).",
     )
+
+
+# -- one rank captured alone ---------------------------------------------------------------------------------
+
+_RANK_WAIT_SQL = """
+WITH f AS (SELECT min(file_id) AS file_id FROM comm_ops WHERE run_id = $run)
+SELECT c.group_name, count(*), sum(c.wait_ns), sum(c.transit_ns)
+FROM comm_ops c JOIN f USING (file_id) WHERE c.run_id = $run GROUP BY ALL ORDER BY 3 DESC NULLS LAST
+"""
+# The rank's own time to weigh its wait against: the exporter's step time, else its ProfilerStep spans.
+_RANK_TIME_SQL = """
+SELECT coalesce(
+  (SELECT sum(coalesce(computing_ns, 0) + coalesce(comm_not_overlapped_ns, 0) + coalesce(free_ns, 0))
+   FROM step_trace WHERE run_id = $run AND file_id = (SELECT min(file_id) FROM step_trace WHERE run_id = $run)),
+  (SELECT sum(end_ns - start_ns) FROM steps WHERE run_id = $run))
+"""
+
+
+def single_rank_wait(store: Store, run_id: int, e2e_ns: int = 0) -> list[Finding]:
+    """A rank captured without its peers that spent its collectives waiting: the slow party is another rank.
+
+    Fires when the rank's wait / (wait + transit) over its collectives (communication.json) is at least
+    ``[cluster] wait_ratio`` and the wait is at least ``wait_share_pct`` of the rank's own step time (else of its
+    device time): a ratio alone misleads where transit times are near zero.  Only for a run that is in no
+    multi-rank job (diag.grouping); with its peers captured, ``diag cluster`` compares the ranks instead.
+    """
+    cur = store.cursor()
+    run = q(cur, "SELECT rank, job_id, metadata::VARCHAR FROM runs WHERE run_id = ?", [run_id])
+    if not run or is_multi_rank(job_grouping(cur, run[0][1])):
+        return []
+    rank, _, metadata = run[0]
+    rows = q(cur, _RANK_WAIT_SQL, {"run": run_id})
+    wait = sum(int(r[2] or 0) for r in rows)
+    transit = sum(int(r[3] or 0) for r in rows)
+    t = thresholds()["cluster"]
+    own = q(cur, _RANK_TIME_SQL, {"run": run_id})[0][0] or e2e_ns
+    if not wait or not own or wait / (wait + transit) < t["wait_ratio"]:
+        return []
+    share = 100.0 * wait / own
+    if share < t["wait_share_pct"]:
+        return []
+    ratio = wait / (wait + transit)
+    who = rank_or_run(rank, run_id)
+    groups = _groups_of(metadata, [r[0] for r in rows if r[0]])
+    peers = sorted({m for g in groups for m in g["members"] if m != rank})
+    capture = f"capture ranks {', '.join(map(str, peers))} too" if peers else "capture the other ranks too"
+    return [
+        Finding(
+            run_id, "communication", _severity(share), f"{who[0].upper()}{who[1:]} waited {100 * ratio:.0f}% of its "
+            f"collective time ({_ms(wait)}, {share:.1f}% of its step time): the slow party is another rank — "
+            f"{capture}", share, wait,
+            {"rank": rank, "wait_ns": wait, "transit_ns": transit, "wait_ratio": ratio, "own_time_ns": int(own),
+             "wait_share_pct": share, "collectives": sum(int(r[1]) for r in rows),
+             "per_group": [{"group": g, "ops": int(n), "wait_ns": int(w or 0), "transit_ns": int(x or 0)}
+                           for g, n, w, x in rows],
+             "groups": groups, "thresholds": {"wait_ratio": t["wait_ratio"], "wait_share_pct": t["wait_share_pct"]},
+             "peers_captured": False},
+            f"Only {who} was captured, and it spent its collectives waiting for peers that arrived later: the "
+            "bottleneck is on another rank. Profile every rank of the job (or at least the members of the groups "
+            "above) over the same steps, then run `diag cluster` to name the slow rank or link.",
+        )
+    ]  # fmt: skip
+
+
+def _groups_of(metadata: str | None, group_ids: list[str]) -> list[dict[str, Any]]:
+    """The groups the rank waited in, with their members, from its parallel_group_info where it has one."""
+    try:
+        info = (json.loads(metadata) or {}).get("parallel_group_info") if metadata else None
+    except (ValueError, AttributeError):
+        info = None
+    if not isinstance(info, dict):
+        return []
+    named = {
+        gid: g for gid, g in info.items() if isinstance(g, dict) and isinstance(g.get("global_ranks"), list)
+    }
+    # newer exports name the groups of communication.json by HCCL id, not by the metadata's keys: then every
+    # group the metadata lists (the ranks this rank communicates with)
+    picked = [gid for gid in group_ids if gid in named] or sorted(named)
+    return [{"group": gid, "label": named[gid].get("group_name"), "members": sorted(named[gid]["global_ranks"])}
+            for gid in picked]  # fmt: skip

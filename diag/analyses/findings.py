@@ -58,6 +58,9 @@ def device_findings(store: Store, run_id: int, bd: Breakdown | None = None) -> l
     total = bd.total
     e2e = total.e2e_ns if total else 0
     out: list[Finding] = []
+    from diag.analyses.cluster_findings import single_rank_wait  # it builds on this module
+
+    out += single_rank_wait(store, run_id, e2e)  # also for a rank with collectives but no device data
     if total is None or e2e == 0:
         return out
     out += _fallback_findings(run_id, device_fallbacks(store, run_id, e2e), e2e, t)

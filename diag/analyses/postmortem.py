@@ -20,6 +20,7 @@ from diag.analyses.postmortem_serving import serving_story
 from diag.analyses.postmortem_steps import FailedStep, StepReport, rank_table, step_report
 from diag.analyses.runs import list_runs
 from diag.analyses.stall_breakdown import BUCKET_LABELS, BUCKETS, breakdown
+from diag.grouping import rank_or_run
 from diag.store import Store
 
 MAX_EVIDENCE_LINES = 5  # log lines shown per statement
@@ -182,7 +183,7 @@ def baseline_story(pm: Postmortem, store: Store, run_id: int, baseline_run_id: i
 
 
 def _rank_label(rank: int | None, run_id: int) -> str:
-    return f"rank {rank}" if rank is not None else f"run {run_id}"
+    return rank_or_run(rank, run_id)  # never a run id presented as a rank
 
 
 def failed_step_statements(failed: list[FailedStep], rep: StepReport, run_ids: list[int]) -> list[Statement]:

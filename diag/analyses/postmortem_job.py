@@ -33,6 +33,7 @@ from diag.analyses.postmortem import (
 )
 from diag.analyses.postmortem_env import job_environment
 from diag.analyses.postmortem_steps import StepReport, rank_table, step_report
+from diag.grouping import is_multi_rank, job_grouping
 from diag.store import Store
 
 
@@ -130,36 +131,7 @@ def _capture_statement(rep: StepReport, job_name: str) -> Statement | None:
 
 def _step_time_statements(rows: list[dict[str, Any]], rep: StepReport) -> list[Statement]:
     ranked = [r for r in rows if r["common_steps_mean_ns"] is not None]
-    if not ranked:
-        return []
-    slow = max(ranked, key=lambda r: r["common_steps_mean_ns"])
-    fast = min(ranked, key=lambda r: r["common_steps_mean_ns"])
-    gap = slow["common_steps_mean_ns"] - fast["common_steps_mean_ns"]
-    pct = 100 * gap / fast["common_steps_mean_ns"] if fast["common_steps_mean_ns"] else 0.0
-    steps = rep.common_steps
-    out = [
-        Statement(
-            f"Step time per rank over the {len(steps)} step(s) every rank completed ({_span(steps)}): slowest "
-            f"{_rank_label(slow['rank'], slow['run_id'])} {slow['common_steps_mean_ns'] / 1e6:,.3f} ms, fastest "
-            f"{_rank_label(fast['rank'], fast['run_id'])} {fast['common_steps_mean_ns'] / 1e6:,.3f} ms "
-            f"(+{gap / 1e6:,.3f} ms, {pct:.2f}%)",
-            {
-                "figures": {
-                    "common_steps": steps,
-                    "slowest_rank": slow["rank"],
-                    "fastest_rank": fast["rank"],
-                    "gap_ns": gap,
-                    "gap_pct": round(pct, 3),
-                    "mean_step_ns_per_rank": {
-                        _rank_label(r["rank"], r["run_id"]): r["common_steps_mean_ns"] for r in ranked
-                    },
-                    "step_source_per_rank": {
-                        _rank_label(r["rank"], r["run_id"]): r["step_source"] for r in ranked
-                    },
-                }
-            },
-        )
-    ]
+    out = [_rank_gap_statement(ranked, rep)] if len(ranked) > 1 else []  # one run: no slowest and fastest
     if rep.outliers:
         out.append(
             Statement(
@@ -169,6 +141,35 @@ def _step_time_statements(rows: list[dict[str, Any]], rep: StepReport) -> list[S
             )
         )
     return out
+
+
+def _rank_gap_statement(ranked: list[dict[str, Any]], rep: StepReport) -> Statement:
+    slow = max(ranked, key=lambda r: r["common_steps_mean_ns"])
+    fast = min(ranked, key=lambda r: r["common_steps_mean_ns"])
+    gap = slow["common_steps_mean_ns"] - fast["common_steps_mean_ns"]
+    pct = 100 * gap / fast["common_steps_mean_ns"] if fast["common_steps_mean_ns"] else 0.0
+    steps = rep.common_steps
+    return Statement(
+        f"Step time per rank over the {len(steps)} step(s) every rank completed ({_span(steps)}): slowest "
+        f"{_rank_label(slow['rank'], slow['run_id'])} {slow['common_steps_mean_ns'] / 1e6:,.3f} ms, fastest "
+        f"{_rank_label(fast['rank'], fast['run_id'])} {fast['common_steps_mean_ns'] / 1e6:,.3f} ms "
+        f"(+{gap / 1e6:,.3f} ms, {pct:.2f}%)",
+        {
+            "figures": {
+                "common_steps": steps,
+                "slowest_rank": slow["rank"],
+                "fastest_rank": fast["rank"],
+                "gap_ns": gap,
+                "gap_pct": round(pct, 3),
+                "mean_step_ns_per_rank": {
+                    _rank_label(r["rank"], r["run_id"]): r["common_steps_mean_ns"] for r in ranked
+                },
+                "step_source_per_rank": {
+                    _rank_label(r["rank"], r["run_id"]): r["step_source"] for r in ranked
+                },
+            }
+        },
+    )
 
 
 def _span(steps: list[int]) -> str:
@@ -219,10 +220,20 @@ def build_job_postmortem(store: Store, job_id: int, baseline_run_id: int | None 
     runs = job_runs(store, job_id)
     if not runs:
         raise ValueError(f"no run in job {job_id}")
+    grouping = job_grouping(store.cursor(), job_id)
+    if len(runs) > 1 and not is_multi_rank(grouping):
+        raise ValueError(
+            f"job {job_id} holds {len(runs)} runs grouped by folder only (stored by an older diag): ingest its "
+            "files again to group them by evidence, or ask for one run's postmortem (--run)"
+        )
     name = runs[0].get("job") or str(job_id)
     ranks = sorted({r["rank"] for r in runs if r.get("rank") is not None})
     scope = f"job {job_id} ({name}, {len(runs)} run(s), rank(s) {', '.join(map(str, ranks)) or '?'})"
+    if grouping and grouping.get("guess"):
+        scope += " — grouping is a guess: ranks from folder or file names"
     pm = Postmortem(None, baseline_run_id, scope, "", "", job_id=job_id)
+    if grouping is not None and is_multi_rank(grouping) and grouping.get("guess"):
+        pm.contributing.append(_grouping_caveat(grouping))
     rep = step_report(store, runs)
     pm.clock = rep.clock
     pm.ranks = rank_table(rep)
@@ -250,6 +261,15 @@ def build_job_postmortem(store: Store, job_id: int, baseline_run_id: int | None 
             Statement(f"Ranks differ in {d['key']} — {vals}", {"figures": d, "from": "environment per rank"})
         )
     return pm
+
+
+def _grouping_caveat(grouping: dict[str, Any]) -> Statement:
+    """A job grouped on weak evidence (diag.grouping): every cross-rank statement above rests on it."""
+    return Statement(
+        "Caveat: these runs were grouped as one job on weak evidence (a guess), so every comparison between "
+        f"ranks above rests on it: {'; '.join(grouping.get('basis') or [])}",
+        {"figures": {"grouping": grouping}, "from": "diag.grouping"},
+    )
 
 
 def _one_per_category(findings: list[Finding]) -> list[Finding]:

@@ -2,9 +2,10 @@
 
 **Failed step.** A step (ProfilerStep number) of one rank failed when the data shows that it did not complete:
 
-- ``missing``: the rank has step data (``steps`` or ``step_trace`` rows), another rank of the same job and
-  platform has this step, and this rank has no row of it in either table (the rank stopped, or its capture
-  lost the step);
+- ``missing``: the rank has step data (``steps`` or ``step_trace`` rows), another rank of the same job has this
+  step, and this rank has no row of it in either table (the rank stopped, or its capture lost the step). Only
+  within a multi-rank job that the evidence grouped (``diag.grouping``: known, distinct ranks, overlapping
+  captures): a step number of an unrelated capture says nothing about this one;
 - ``incomplete``: the rank has the step in one of ``steps`` (ProfilerStep on the host) / ``step_trace``
   (the exporter's step_trace_time.csv) but not in the other, while that other table has rows for the rank's
   other steps (the exporter never closed the step);
@@ -34,6 +35,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from diag.grouping import is_multi_rank, job_grouping
 from diag.store import Store
 
 QUARTER_HOUR_NS = 15 * 60 * 1_000_000_000
@@ -212,18 +214,15 @@ def step_report(store: Store, runs: list[dict[str, Any]]) -> StepReport:
         fs.detail = f"{fs.detail}; {detail}" if fs.detail else detail
         fs.evidence.update(evidence)
 
-    for platform in sorted({r.platform for r in with_steps}):
-        group = [r for r in with_steps if r.platform == platform]
-        all_steps = sorted({s for r in group for s in r.durations})
-        for rs in group:
-            have = set(rs.durations)
-            for s in all_steps:
-                others = [
-                    o.rank if o.rank is not None else f"run {o.run_id}" for o in group if s in o.durations
-                ]
-                if s not in have and others:
-                    add(rs, s, "missing", f"no step {s} in this rank's data, which ranks {others} have",
-                        {"present_on_ranks": others, "rank_steps": sorted(have)})  # fmt: skip
+    group = [r for r in with_steps if r.rank is not None] if one_job(store, runs) else []
+    all_steps = sorted({s for r in group for s in r.durations})
+    for rs in group:
+        have = set(rs.durations)
+        for s in all_steps:
+            others = [o.rank for o in group if s in o.durations]
+            if s not in have and others:
+                add(rs, s, "missing", f"no step {s} in this rank's data, which ranks {others} have",
+                    {"present_on_ranks": others, "rank_steps": sorted(have)})  # fmt: skip
     for rs in with_steps:
         if rs.windows and rs.trace_steps:
             for s in sorted(set(rs.windows) ^ rs.trace_steps):
@@ -248,6 +247,14 @@ def step_report(store: Store, runs: list[dict[str, Any]]) -> StepReport:
     common = sorted(set.intersection(*(set(r.durations) for r in with_steps))) if with_steps else []
     order = sorted(failed.values(), key=lambda f: (f.rank is None, f.rank or 0, f.run_id, f.step))
     return StepReport(ranks, order, outliers, clock, common, median)
+
+
+def one_job(store: Store, runs: list[dict[str, Any]]) -> bool:
+    """Whether ``runs`` are ranks of one job that the evidence grouped (never runs that merely share a folder)."""
+    jobs = {r.get("job_id") for r in runs}
+    if len(runs) < 2 or len(jobs) != 1:
+        return False
+    return is_multi_rank(job_grouping(store.cursor(), jobs.pop()))
 
 
 def _interrupted(store: Store, rs: RankSteps, offset: int, add: Any) -> None:  # noqa: ANN401

@@ -11,9 +11,12 @@ from rich.table import Table
 from diag.analyses.cluster import ClusterView, cluster_view, list_jobs
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, fmt_ns, print_json
 from diag.errors import DiagError
+from diag.grouping import describe_grouping
 from diag.store import Store
 
-JobOption = Annotated[int | None, typer.Option("--job", help="Job id (default: every job of 2+ ranks).")]
+JobOption = Annotated[
+    int | None, typer.Option("--job", help="Job id (default: every job the evidence grouped of 2+ ranks).")
+]
 
 
 def _job_ids(store: Store, job: int | None) -> list[int]:
@@ -22,7 +25,7 @@ def _job_ids(store: Store, job: int | None) -> list[int]:
         if job not in {j["job_id"] for j in jobs}:
             raise DiagError(f"no job {job} with runs in {store.path}")
         return [job]
-    return [j["job_id"] for j in jobs if j["ranks"] > 1]
+    return [j["job_id"] for j in jobs if j["multi_rank"]]
 
 
 def _print(view: ClusterView) -> None:
@@ -30,11 +33,12 @@ def _print(view: ClusterView) -> None:
     out.print(
         f"[bold]job {view.job_id}[/] {escape(view.name or '')}: {len(view.ranks)} ranks ({view.step_source})"
     )
+    out.print(escape(describe_grouping(view.grouping)))
     table = Table("rank", "run", "steps", "step", "computing", "comm not ovl.", "free", "wait", "vs median",
                   title="per rank (totals over its steps)")  # fmt: skip
     for r in view.ranks:
         vs = "-" if r["vs_median_pct"] is None else f"{r['vs_median_pct']:+.1f}%"
-        table.add_row(str(r["rank"]), str(r["run_id"]), str(r["steps"]), fmt_ns(r["step_ns"]),
+        table.add_row("?" if r["rank"] is None else str(r["rank"]), str(r["run_id"]), str(r["steps"]), fmt_ns(r["step_ns"]),
                       fmt_ns(r["computing_ns"]), fmt_ns(r["comm_not_overlapped_ns"]), fmt_ns(r["free_ns"]),
                       fmt_ns(r.get("wait_ns")), vs)  # fmt: skip
     out.print(table)
@@ -60,7 +64,9 @@ def cluster(db: DbOption = DEFAULT, job: JobOption = None, as_json: JsonOption =
         print_json({"db": db, "jobs": [v.to_json() for v in views]})
         return
     if not views:
-        console().print("no job with two or more ranks")
+        console().print(
+            "no multi-rank job: no runs that the data says are ranks of one job (see `diag runs`)"
+        )
     for v in views:
         _print(v)
 
