@@ -8,10 +8,27 @@ duplicate kernel rows counted once and reported.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import duckdb
 import pytest
 
+from diag.analyses.compare import class_totals, compare
 from diag.analyses.op_classes import classify, first_rule, rules, sql_case
+from diag.analyses.stall_breakdown import BUCKETS, breakdown, bucket_of, bucket_rules
+from diag.store import Store
+from tests.conftest import FIXTURES, SAMPLES, ingest_into
+
+TRAPS = FIXTURES / "traps"
+GENERATED = SAMPLES / "generated"
+
+
+def _ingest(tmp_path: Path, *paths: Path) -> Store:
+    store = Store(tmp_path / "t.duckdb")
+    assert ingest_into(store, paths).ok
+    return store
+
 
 # -- 1. rule order: the most specific rule first ----------------------------------------------------------------
 
@@ -76,3 +93,65 @@ def test_known_collisions_go_to_the_most_specific_class(name, op_type, platform,
     assert classify(name, op_type, platform) == expected
     got = duckdb.execute(f"SELECT {sql_case('$1', '$2', platform)}", [name, op_type]).fetchall()
     assert got == [(expected,)]
+
+
+def test_pooling_with_argmax_is_not_sampling():
+    assert (
+        classify(
+            "aclnnMaxPool2dWithMask_MaxPoolWithArgmaxV1_MaxPoolWithArgmaxV1", "MaxPoolWithArgmaxV1", "ascend"
+        )
+        == "other"
+    )
+    assert classify("ArgMaxWithValue", "ArgMaxWithValue", "ascend") == "sampling"
+
+
+def test_trap_broadcastto_is_layout_not_communication(tmp_path):
+    store = _ingest(tmp_path, TRAPS / "broadcastto_not_comm")
+    (run_id,) = [r for (r,) in store.con.execute("SELECT run_id FROM runs").fetchall()]
+    totals = class_totals(store, run_id, "ascend")
+    assert totals["communication"] == (4, 99_973_276)  # the four hcom_allReduce_ rows, nothing else
+    assert totals["layout_cast"] == (5, 25_400)  # Cast ×3, Transpose, BroadcastTo (1.94 µs)
+    bd = breakdown(store, run_id)
+    assert bd.total.buckets["layout"] == 25_400
+    assert bd.total.comm_total_ns == 99_973_276
+    store.close()
+
+
+# -- 2. symmetric buckets: one meaning on both platforms --------------------------------------------------------
+
+
+@pytest.mark.parametrize("rule", bucket_rules(), ids=lambda r: f"{r.priority}-{r.bucket}")
+def test_each_bucket_rule_decides_its_own_example(rule):
+    platform = "cuda" if rule.example_kind.startswith("CUDA") else "ascend"
+    op_class = classify(rule.example_name, platform=platform)
+    first = next(r for r in bucket_rules() if r.matches(rule.example_kind, op_class))
+    assert first.priority == rule.priority, (rule, op_class)
+    assert bucket_of(rule.example_kind, op_class) == rule.bucket
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory):
+    """The bundled Ascend rank 0 and its CUDA twin (sample_traces/generated)."""
+    store = _ingest(
+        tmp_path_factory.mktemp("pair"), GENERATED / "llm_decode_tp2", GENERATED / "llm_decode_cuda"
+    )
+    truth = json.loads((GENERATED / "llm_decode_cuda" / "ground_truth.json").read_text())
+    ascend = store.con.execute("SELECT run_id FROM runs WHERE name = ?", [truth["source"]]).fetchall()[0][0]
+    cuda = store.con.execute("SELECT run_id FROM runs WHERE platform = 'cuda'").fetchall()[0][0]
+    yield store, ascend, cuda
+    store.close()
+
+
+def test_cuda_elementwise_work_is_vector_and_index_copies_are_layout(pair):
+    store, ascend, cuda = pair
+    b = breakdown(store, cuda).total.buckets
+    # rms_norm 172,365 + rotary 48,630 + act_and_mul 64,052 + argmax reduce_kernel 164,389 ns
+    assert b["vector"] == 449_436
+    assert b["layout"] == 139_447  # index_elementwise_kernel<index_put…>
+    assert b["other"] == 0 and b["cube"] == 3_375_674 and b["attention"] == 377_378
+    cmp = compare(store, ascend, cuda)
+    overall = {o["bucket"]: o for o in cmp.overall}
+    assert list(overall) == [*BUCKETS, "e2e"]  # one vocabulary, both sides
+    assert overall["vector"]["per_step_b_ms"] == pytest.approx(449_436 / 4 / 1e6)
+    assert overall["layout"]["per_step_b_ms"] == pytest.approx(139_447 / 4 / 1e6)
+    assert overall["other"]["per_step_b_ms"] == 0
