@@ -114,6 +114,12 @@ def comparison(fp: str, run_a: int, run_b: int) -> compare_analysis.Comparison:
     return compare_analysis.compare(store(), run_a, run_b)
 
 
+@st.cache_data(show_spinner=False, max_entries=8)
+def comparable_runs(fp: str) -> list[int]:
+    """Runs with device tasks or an nsys stats kernel summary (the Compare page's choices)."""
+    return compare_analysis.comparable_runs(store())
+
+
 @st.cache_data(show_spinner="Building the postmortem…", max_entries=16)
 def postmortem(
     fp: str, run_id: int | None, baseline: int | None, job_id: int | None = None

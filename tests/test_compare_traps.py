@@ -22,6 +22,7 @@ from tests.conftest import FIXTURES, SAMPLES, ingest_into
 
 TRAPS = FIXTURES / "traps"
 GENERATED = SAMPLES / "generated"
+RANK0 = "rank0_1716292_20250115093320983_ascend_pt"
 
 
 def _ingest(tmp_path: Path, *paths: Path) -> Store:
@@ -155,3 +156,48 @@ def test_cuda_elementwise_work_is_vector_and_index_copies_are_layout(pair):
     assert overall["vector"]["per_step_b_ms"] == pytest.approx(449_436 / 4 / 1e6)
     assert overall["layout"]["per_step_b_ms"] == pytest.approx(139_447 / 4 / 1e6)
     assert overall["other"]["per_step_b_ms"] == 0
+
+
+# -- 3. the biggest loss over every bucket ---------------------------------------------------------------------
+
+
+def test_biggest_loss_is_looked_for_over_every_bucket(pair):
+    store, ascend, cuda = pair
+    cmp = compare(store, ascend, cuda)
+    # the injected host stalls leave the Ascend device idle: 8,241,945 vs 3,246,171 ns over 4 steps
+    assert cmp.biggest_loss()["bucket"] == "idle"
+    assert cmp.biggest_loss()["delta_per_step_ms"] == pytest.approx((8_241_945 - 3_246_171) / 4 / 1e6)
+    assert [b["bucket"] for b in cmp.losses] == [
+        "idle",
+        "ai_cpu",
+        "cube",
+        "comm_exposed",
+        "attention",
+        "memcpy_exposed",
+    ]
+    assert cmp.to_json()["biggest_loss"]["label"] == "Idle (nothing on device)"
+    assert cmp.top_losses(1)[0].op_class == "sampling"  # the op-class view is still there
+
+
+# -- 4. an nsys stats kernel summary as the baseline -----------------------------------------------------------
+
+
+def test_trap_nsys_kernel_summary_is_a_usable_baseline(tmp_path):
+    store = _ingest(tmp_path, GENERATED / "llm_decode_tp2" / RANK0, TRAPS / "nsys_kern_sum_baseline")
+    ascend = store.con.execute("SELECT run_id FROM runs WHERE platform = 'ascend'").fetchall()[0][0]
+    summary = store.con.execute("SELECT run_id FROM runs WHERE platform = 'cuda'").fetchall()[0][0]
+    cmp = compare(store, ascend, summary)
+    assert (cmp.source_a, cmp.source_b, cmp.steps_a, cmp.steps_b) == ("timeline", "kernel_summary", 4, 0)
+    assert any(w.startswith(f"B (run {summary}) is an nsys stats kernel summary") for w in cmp.warnings)
+    by_class = {c.op_class: c for c in cmp.classes}
+    truth = json.loads((GENERATED / "llm_decode_cuda" / "ground_truth.json").read_text())["classes"]
+    for cls, gt in truth.items():
+        row = by_class[cls]
+        assert (row.count_b, row.total_b_ns) == (gt["count"], gt["cuda_ns"]), cls
+        if gt["factor"]:  # same calls on both sides: the per-call ratio is the injected factor
+            assert row.ratio == pytest.approx(gt["factor"], rel=0.01), cls
+            assert row.per_step_b_ns == pytest.approx(gt["cuda_ns"] / 4), cls
+    overall = {o["bucket"]: o for o in cmp.overall}
+    assert overall["e2e"]["per_step_b_ms"] is None and overall["idle"]["per_step_b_ms"] is None
+    assert cmp.biggest_loss() is None  # no buckets on a summary: no bucket loss is claimed
+    store.close()
