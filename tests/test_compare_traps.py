@@ -8,6 +8,7 @@ duplicate kernel rows counted once and reported.
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 
@@ -16,9 +17,11 @@ import pytest
 
 from diag.analyses.compare import class_totals, compare
 from diag.analyses.op_classes import classify, first_rule, rules, sql_case
+from diag.analyses.postmortem import build_postmortem
 from diag.analyses.stall_breakdown import BUCKETS, breakdown, bucket_of, bucket_rules
+from diag.report import md_escape, to_html, to_json, to_markdown
 from diag.store import Store
-from tests.conftest import FIXTURES, SAMPLES, ingest_into
+from tests.conftest import FIXTURES, SAMPLES, cli_json, ingest_into
 
 TRAPS = FIXTURES / "traps"
 GENERATED = SAMPLES / "generated"
@@ -200,4 +203,36 @@ def test_trap_nsys_kernel_summary_is_a_usable_baseline(tmp_path):
     overall = {o["bucket"]: o for o in cmp.overall}
     assert overall["e2e"]["per_step_b_ms"] is None and overall["idle"]["per_step_b_ms"] is None
     assert cmp.biggest_loss() is None  # no buckets on a summary: no bucket loss is claimed
+    store.close()
+
+
+# -- 5. "not comparable" warnings in every report and in diag compare --json ------------------------------------
+
+
+def test_compare_warnings_reach_every_report_and_the_cli_json(tmp_path):
+    store = _ingest(tmp_path, GENERATED / "llm_decode_tp2" / RANK0, TRAPS / "nsys_kern_sum_baseline")
+    ascend = store.con.execute("SELECT run_id FROM runs WHERE platform = 'ascend'").fetchall()[0][0]
+    summary = store.con.execute("SELECT run_id FROM runs WHERE platform = 'cuda'").fetchall()[0][0]
+    warnings = compare(store, ascend, summary).warnings
+    assert warnings
+    pm = build_postmortem(store, ascend, summary)
+    assert pm.comparison["warnings"] == warnings and pm.comparison["source_b"] == "kernel_summary"
+    md, page, js = to_markdown(pm), to_html(pm), json.loads(to_json(pm))
+    assert js["comparison"]["warnings"] == warnings
+    for w in warnings:
+        assert f"- ⚠ not comparable: {md_escape(w)}" in md
+        assert f"⚠ not comparable: {html.escape(w)}" in page
+    assert md_escape("vs n/a (a kernel summary) on the baseline") in md
+    db = store.path
+    store.close()
+    code, out = cli_json("compare", str(ascend), str(summary), "--db", str(db))
+    assert code == 0 and out["warnings"] == warnings
+    assert (out["source_b"], out["steps_b"], out["biggest_loss"]) == ("kernel_summary", 0, None)
+
+
+def test_two_ranks_of_one_platform_warn_in_the_report(tmp_path):
+    store = _ingest(tmp_path, GENERATED / "llm_decode_tp2")
+    r0, r1 = (r for (r,) in store.con.execute("SELECT run_id FROM runs ORDER BY run_id").fetchall())
+    md = to_markdown(build_postmortem(store, r0, r1))
+    assert "- ⚠ not comparable: both runs are ascend: the comparison is meant for an Ascend run" in md
     store.close()

@@ -161,14 +161,25 @@ def baseline_story(pm: Postmortem, store: Store, run_id: int, baseline_run_id: i
         "e2e": e2e,
         "top_losses": losses,
         "warnings": cmp.warnings,
+        "biggest_loss": cmp.biggest_loss(),  # over every bucket: idle, AI CPU, exposed communication too
+        "source_b": cmp.source_b,  # timeline | kernel_summary (nsys stats: no steps, no buckets)
     }
     ratio = f"{e2e['ratio']:.2f}×" if e2e["ratio"] else "n/a"
+    base_ms = "n/a (a kernel summary)" if e2e["per_step_b_ms"] is None else f"{e2e['per_step_b_ms']:.3f} ms"
     overall = Statement(
-        f"End-to-end per step: {e2e['per_step_a_ms']:.3f} ms vs {e2e['per_step_b_ms']:.3f} ms on the "
+        f"End-to-end per step: {e2e['per_step_a_ms']:.3f} ms vs {base_ms} on the "
         f"baseline (run {baseline_run_id}) — {ratio}",
-        {"figures": e2e},
+        {"figures": e2e, "warnings": cmp.warnings},
     )
     pm.impact.append(overall)
+    if loss := cmp.biggest_loss():
+        pm.impact.append(
+            Statement(
+                f"Biggest loss against the baseline: {loss['label']} +{loss['delta_per_step_ms']:.3f} ms per step "
+                f"({loss['per_step_a_ms']:.3f} vs {loss['per_step_b_ms']:.3f} ms)",
+                {"figures": loss},
+            )
+        )
     for c in losses:
         r = f"{c['ratio']:.2f}×" if c["ratio"] else "baseline has none"
         pm.impact.append(
