@@ -236,3 +236,41 @@ def test_two_ranks_of_one_platform_warn_in_the_report(tmp_path):
     md = to_markdown(build_postmortem(store, r0, r1))
     assert "- ⚠ not comparable: both runs are ascend: the comparison is meant for an Ascend run" in md
     store.close()
+
+
+# -- 6. serving headlines in both directions -------------------------------------------------------------------
+
+
+def _serving_block(out_tps: str, ttft_ms: str) -> str:
+    """A vllm ``benchmark_serving.py`` result block (the shape of ../shared/corpus/serving/*vllm-bench-serve.txt)."""
+    rows = [
+        ("Successful requests:", "100"), ("Maximum request concurrency:", "32"), ("Benchmark duration (s):", "100.00"),
+        ("Total input tokens:", "3276800"), ("Total generated tokens:", "102400"), ("Request throughput (req/s):", "1.00"),
+        ("Output token throughput (tok/s):", out_tps), ("Total token throughput (tok/s):", "33792.00"),
+        ("Mean TTFT (ms):", ttft_ms), ("Median TTFT (ms):", ttft_ms), ("P99 TTFT (ms):", ttft_ms),
+    ]  # fmt: skip
+    body = "\n".join(f"{label:<40} {value}" for label, value in rows)
+    return f"{'{:=^50}'.format(' Serving Benchmark Result ')}\n{body}\n{'=' * 50}\n"
+
+
+@pytest.mark.parametrize(
+    ("ascend", "cuda", "expected"),
+    [
+        (("1150.00", "1760.00"), ("1000.00", "2000.00"),
+         ["A is better on every figure: output throughput +15%, TTFT mean −12%, TTFT p99 −12%"]),
+        (("1150.00", "2000.00"), ("1000.00", "2000.00"),
+         ["A is better on 1 of 3 figures: output throughput +15%; the rest within ±5%"]),
+        (("850.00", "1760.00"), ("1000.00", "2000.00"),
+         ["A reaches 85% of B's output throughput", "A is better on: TTFT mean −12%, TTFT p99 −12%"]),
+        (("1010.00", "2000.00"), ("1000.00", "2000.00"), ["A and B are within ±5% on every headline figure"]),
+    ],
+)  # fmt: skip
+def test_serving_headline_is_given_both_ways(tmp_path, ascend, cuda, expected):
+    (tmp_path / "ascend_910b3_32k.txt").write_text(_serving_block(*ascend))
+    (tmp_path / "nvidia_a800_32k.txt").write_text(_serving_block(*cuda))
+    db = tmp_path / "s.duckdb"
+    with Store(db) as store:
+        assert ingest_into(store, [tmp_path]).ok
+    code, out = cli_json("accept", "--db", str(db), "--compare", "1", "2")
+    assert code == 0 and out["comparison"]["headline"] == expected
+    assert set(out["comparison"]) == {"a", "b", "figures", "headline", "warnings"}  # no key added or renamed
