@@ -16,12 +16,14 @@ import duckdb
 import pytest
 
 from diag.analyses.compare import class_totals, compare
+from diag.analyses.counts import kernel_counts
+from diag.analyses.findings import device_findings
 from diag.analyses.op_classes import classify, first_rule, rules, sql_case
 from diag.analyses.postmortem import build_postmortem
 from diag.analyses.stall_breakdown import BUCKETS, breakdown, bucket_of, bucket_rules
 from diag.report import md_escape, to_html, to_json, to_markdown
 from diag.store import Store
-from tests.conftest import FIXTURES, SAMPLES, cli_json, ingest_into
+from tests.conftest import FIXTURES, SAMPLES, cli_json, ingest_into, run_cli
 
 TRAPS = FIXTURES / "traps"
 GENERATED = SAMPLES / "generated"
@@ -274,3 +276,58 @@ def test_serving_headline_is_given_both_ways(tmp_path, ascend, cuda, expected):
     code, out = cli_json("accept", "--db", str(db), "--compare", "1", "2")
     assert code == 0 and out["comparison"]["headline"] == expected
     assert set(out["comparison"]) == {"a", "b", "figures", "headline", "warnings"}  # no key added or renamed
+
+
+# -- 7. one count per thing; duplicate kernel rows counted once and reported -----------------------------------
+
+
+@pytest.fixture
+def duplicated(tmp_path):
+    store = _ingest(tmp_path, TRAPS / "duplicate_kernel_rows")
+    (run_id,) = [r for (r,) in store.con.execute("SELECT run_id FROM runs").fetchall()]
+    yield store, run_id
+    store.close()
+
+
+def test_trap_duplicate_kernel_rows_are_counted_once_and_reported(duplicated):
+    store, run_id = duplicated
+    counts = kernel_counts(store, run_id)
+    # 14 rows, 4 of them a second copy of rows 3-6: 10 kernels of 4 op types in one step
+    assert (counts.device_kernels, counts.operator_types, counts.steps, counts.kernels_per_step) == (
+        10,
+        4,
+        1,
+        10.0,
+    )
+    assert [(d["table"], Path(d["file"]).name, d["rows"]) for d in counts.duplicates] == [
+        ("device_tasks", "kernel_details.csv", 4),
+        ("kernels", "kernel_details.csv", 4),
+    ]
+    assert counts.note().startswith(
+        "8 duplicate kernel row(s) (same name and start as another row): 4 in device_tasks"
+    )
+    findings = device_findings(store, run_id)
+    top = next(f for f in findings if f.category == "top_ops").evidence["ops"]
+    by_op = {o["op"]: (o["count"], o["total_ns"]) for o in top}
+    assert by_op["Conv2D"] == (1, 311_646)  # not 2 calls, 623,292 ns
+    assert by_op["TransData"] == (7, 163_442)
+    note = next(f for f in findings if f.category == "data_quality")
+    assert note.evidence["duplicates"] == counts.duplicates and note.impact_ns == 0
+    # the breakdown, compare's classes and top_ops now agree on the time of TransData + MaxPool…
+    totals = class_totals(store, run_id, "ascend")
+    assert totals["layout_cast"] == (7, 163_442) and totals["gemm"] == (1, 311_646)
+    assert breakdown(store, run_id).total.buckets["cube"] == 311_646
+
+
+def test_counts_have_one_name_on_the_cli(duplicated):
+    store, run_id = duplicated
+    db = store.path
+    store.close()
+    code, out = cli_json("breakdown", "--run", str(run_id), "--db", str(db))
+    assert code == 0
+    counts = out["runs"][0]["counts"]
+    assert (counts["device_kernels"], counts["operator_types"], counts["kernels_per_step"]) == (10, 4, 10.0)
+    assert counts["duplicate_rows"] == 8 and "counted once" in counts["note"]
+    proc = run_cli("breakdown", "--run", str(run_id), "--db", str(db))
+    assert "10 device kernels · 4 operator types · 10.0 kernels per step" in proc.stdout
+    assert "8 duplicate kernel row(s)" in proc.stdout

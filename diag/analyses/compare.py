@@ -21,12 +21,18 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from diag.analyses import op_classes
+from diag.analyses.counts import KernelCounts, kernel_counts, unique_tasks_sql
+from diag.analyses.kernel_summary import (
+    KERNEL_SUMMARY,
+    SUMMARY_REPORTS,
+    TIMELINE,
+    figures_source,
+    summary_class_totals,
+)
 from diag.analyses.stall_breakdown import BUCKET_LABELS, BUCKETS, Breakdown, breakdown
 from diag.store import Store
 
 KERNELS_PER_STEP_TOLERANCE = 0.2  # beyond ±20% the two captures probably ran different work
-SUMMARY_REPORTS = ("cuda_gpu_kern_sum",)  # nsys stats reports with one row per kernel name: calls, total time
-TIMELINE, KERNEL_SUMMARY = "timeline", "kernel_summary"  # where a side's figures come from
 
 
 @dataclass
@@ -72,9 +78,21 @@ class Comparison:
     source_b: str = TIMELINE
     # every bucket of ``overall`` (not e2e) that A loses time in, largest first: the biggest loss is losses[0]
     losses: list[dict[str, Any]] = field(default_factory=list)
+    # device kernels, operator types, kernels per step and duplicate rows of each side (diag.analyses.counts)
+    counts_a: KernelCounts | None = None
+    counts_b: KernelCounts | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "biggest_loss": self.biggest_loss()}
+        out = asdict(self)
+        for side in ("counts_a", "counts_b"):
+            counts = getattr(self, side)
+            out[side] = counts.to_json() if counts else None
+        return {**out, "biggest_loss": self.biggest_loss(), "notes": self.notes()}
+
+    def notes(self) -> list[str]:
+        """Data-quality notes (duplicate kernel rows found and counted once), per side."""
+        sides = (("A", self.counts_a), ("B", self.counts_b))
+        return [f"{side}: {c.note()}" for side, c in sides if c is not None and c.note()]
 
     def top_losses(self, n: int = 3) -> list[ClassRow]:
         """The op classes that lose most time per step (compute only: see ``biggest_loss`` for every bucket)."""
@@ -102,51 +120,6 @@ def _platform(run: dict[str, Any]) -> str:
     return "cuda" if run["platform"] == "cuda" else "ascend"
 
 
-def figures_source(store: Store, run_id: int) -> str:
-    """'timeline' when the run has device tasks, 'kernel_summary' when it has only an nsys stats kernel summary."""
-    cur = store.cursor()
-    if cur.execute("SELECT count(*) FROM device_tasks WHERE run_id = ?", [run_id]).fetchall()[0][0]:
-        return TIMELINE
-    reports = ", ".join(f"'{r}'" for r in SUMMARY_REPORTS)
-    n = cur.execute(
-        f"SELECT count(*) FROM kernel_stats WHERE run_id = ? AND report IN ({reports})", [run_id]
-    ).fetchall()[0][0]
-    return KERNEL_SUMMARY if n else TIMELINE
-
-
-def comparable_runs(store: Store) -> list[int]:
-    """Runs that can be compared: with device tasks, or with an nsys stats kernel summary."""
-    reports = ", ".join(f"'{r}'" for r in SUMMARY_REPORTS)
-    rows = (
-        store.cursor()
-        .execute(
-            f"""SELECT run_id FROM runs WHERE run_id IN (SELECT run_id FROM device_tasks)
-                   OR run_id IN (SELECT run_id FROM kernel_stats WHERE report IN ({reports}))
-                ORDER BY run_id"""
-        )
-        .fetchall()
-    )
-    return [r for (r,) in rows]
-
-
-def summary_class_totals(store: Store, run_id: int, platform: str) -> dict[str, tuple[int, int]]:
-    """op class -> (calls, total ns) from an nsys stats kernel summary, classified now by the current rules."""
-    reports = ", ".join(f"'{r}'" for r in SUMMARY_REPORTS)
-    name_case = op_classes.sql_case("name", None, platform)
-    rows = (
-        store.cursor()
-        .execute(
-            f"""WITH by_name AS (SELECT name, sum(count) AS n, sum(total_ns) AS ns FROM kernel_stats
-                                 WHERE run_id = $run AND report IN ({reports}) GROUP BY name),
-                 classed AS (SELECT {name_case} AS op_class, n, ns FROM by_name)
-            SELECT op_class, sum(n), sum(ns) FROM classed GROUP BY op_class""",
-            {"run": run_id},
-        )
-        .fetchall()
-    )
-    return {c: (int(n or 0), int(ns or 0)) for c, n, ns in rows}
-
-
 def class_totals(store: Store, run_id: int, platform: str) -> dict[str, tuple[int, int]]:
     """op class -> (count, total ns) of a run's device tasks; distinct names are classified once.
 
@@ -159,7 +132,7 @@ def class_totals(store: Store, run_id: int, platform: str) -> dict[str, tuple[in
         .execute(
             f"""WITH by_name AS (
                 SELECT t.name, any_value(coalesce(t.op, t.op_type)) AS op_type, t.kind, count(*) AS n, sum(t.dur_ns) AS ns
-                FROM tasks t WHERE t.run_id = $run AND t.kind NOT IN ('SYNC', 'COMM_TASK') GROUP BY t.name, t.kind),
+                FROM ({unique_tasks_sql()}) t WHERE t.kind NOT IN ('SYNC', 'COMM_TASK') GROUP BY t.name, t.kind),
              classed AS (SELECT CASE WHEN kind = 'COMMUNICATION' THEN 'communication'
                                      WHEN kind = 'MEMCPY' AND lower(name) LIKE '%memset%' THEN 'memset'
                                      WHEN kind = 'MEMCPY' THEN 'memcpy'
@@ -184,7 +157,9 @@ def _summary_warning(side: str, run: dict[str, Any]) -> str:
     )
 
 
-def _warnings(a: dict, b: dict, bd_a: Breakdown, bd_b: Breakdown, ca: dict, cb: dict) -> list[str]:
+def _warnings(
+    a: dict, b: dict, bd_a: Breakdown, bd_b: Breakdown, ka: KernelCounts, kb: KernelCounts
+) -> list[str]:
     out = []
     if a["platform"] == b["platform"]:
         out.append(
@@ -193,21 +168,27 @@ def _warnings(a: dict, b: dict, bd_a: Breakdown, bd_b: Breakdown, ca: dict, cb: 
     summaries = [(side, r) for side, r in (("A", a), ("B", b)) if r["figures_source"] == KERNEL_SUMMARY]
     out += [_summary_warning(side, r) for side, r in summaries]
     if not summaries:
-        out += _step_warnings(bd_a, bd_b, ca, cb)
-    for cls in ("attention_prefill", "attention_decode"):
-        if (cls in ca) != (cls in cb):
-            out.append(f"{cls} appears in only one run: the captures may cover different phases")
+        out += _step_warnings(bd_a, bd_b, ka, kb)
     return out
 
 
-def _step_warnings(bd_a: Breakdown, bd_b: Breakdown, ca: dict, cb: dict) -> list[str]:
+def _phase_warnings(ca: dict, cb: dict) -> list[str]:
+    return [
+        f"{cls} appears in only one run: the captures may cover different phases"
+        for cls in ("attention_prefill", "attention_decode")
+        if (cls in ca) != (cls in cb)
+    ]
+
+
+def _step_warnings(
+    bd_a: Breakdown, bd_b: Breakdown, counts_a: KernelCounts, counts_b: KernelCounts
+) -> list[str]:
     out = []
     if len(bd_a.steps) != len(bd_b.steps):
         out.append(f"different step counts ({len(bd_a.steps)} vs {len(bd_b.steps)}): figures are per step")
     if bd_a.step_source != bd_b.step_source:
         out.append(f"steps found differently ({bd_a.step_source} vs {bd_b.step_source})")
-    ka = sum(n for c, (n, _) in ca.items() if c not in ("memcpy", "memset")) / _n_steps(bd_a)
-    kb = sum(n for c, (n, _) in cb.items() if c not in ("memcpy", "memset")) / _n_steps(bd_b)
+    ka, kb = counts_a.kernels_per_step, counts_b.kernels_per_step  # the one definition (diag.analyses.counts)
     if ka and kb and abs(ka - kb) / max(ka, kb) > KERNELS_PER_STEP_TOLERANCE:
         out.append(
             f"kernels per step differ ({ka:,.0f} vs {kb:,.0f}): different batch, model or fusion — "
@@ -284,6 +265,7 @@ def compare(store: Store, run_a: int, run_b: int) -> Comparison:
     sa, sb = _n_steps(bd_a), _n_steps(bd_b)
     ca, cb = class_totals(store, run_a, _platform(a)), class_totals(store, run_b, _platform(b))
     overall = _overall(bd_a, bd_b, sa, sb, summary_a, summary_b)
+    counts_a, counts_b = kernel_counts(store, run_a, bd_a), kernel_counts(store, run_b, bd_b)
     return Comparison(
         run_a=a,
         run_b=b,
@@ -293,10 +275,12 @@ def compare(store: Store, run_a: int, run_b: int) -> Comparison:
         classes=_class_rows(ca, cb, sa, sb, summary_a, summary_b),
         ops=framework_ops(store, run_a, run_b, sa, sb),
         phases=phases(store, run_a, run_b, bd_a, bd_b),
-        warnings=_warnings(a, b, bd_a, bd_b, ca, cb),
+        warnings=_warnings(a, b, bd_a, bd_b, counts_a, counts_b) + _phase_warnings(ca, cb),
         source_a=a["figures_source"],
         source_b=b["figures_source"],
         losses=bucket_losses(overall),
+        counts_a=counts_a,
+        counts_b=counts_b,
     )
 
 
