@@ -163,6 +163,9 @@ def runs_frame(rows: list[dict]) -> pd.DataFrame:
             "torch_npu_version": "torch_npu",
             "cann_version": "CANN",
             "ai_cpu_tasks": "AI_CPU tasks",
+            # row counts of the stored tables; the run's device kernels are counted once below the table
+            "device_tasks": "device task rows",
+            "kernels": "kernel_details rows",
             "failed_files": "failed",
         }
     )

@@ -331,3 +331,35 @@ def test_counts_have_one_name_on_the_cli(duplicated):
     proc = run_cli("breakdown", "--run", str(run_id), "--db", str(db))
     assert "10 device kernels · 4 operator types · 10.0 kernels per step" in proc.stdout
     assert "8 duplicate kernel row(s)" in proc.stdout
+
+
+def test_pages_show_the_same_counts_and_the_note(tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from tests.conftest import ROOT
+
+    db = tmp_path / "pages.duckdb"
+    with Store(db) as store:
+        assert ingest_into(store, [TRAPS / "duplicate_kernel_rows", TRAPS / "nsys_kern_sum_baseline"]).ok
+        ascend = store.con.execute("SELECT run_id FROM runs WHERE platform = 'ascend'").fetchall()[0][0]
+    monkeypatch.setenv("DIAG_DB", str(db))
+    monkeypatch.setenv("DIAG_UPLOAD_DIR", str(tmp_path / "uploads"))
+    at = AppTest.from_file(str(ROOT / "app" / "main.py"), default_timeout=60)
+    at.run()
+    at.selectbox(key="runs_select").select(ascend).run()
+    for page in (None, "app_pages/04_stalls.py"):
+        if page:
+            at.switch_page(page).run()
+            at.selectbox(key="stalls_run").select(ascend).run()
+        assert not at.exception, at.exception
+        metrics = {m.label: m.value for m in at.metric}
+        assert (metrics["device kernels"], metrics["operator types"], metrics["kernels per step"]) == (
+            "10",
+            "4",
+            "10.0",
+        )
+        assert any("8 duplicate kernel row(s)" in i.value for i in at.info)
+    at.switch_page("app_pages/08_compare.py").run()  # the kernel summary is a run to compare against
+    assert not at.exception, at.exception
+    assert any("nsys stats kernel summary" in w.value for w in at.warning)
+    assert any("8 duplicate kernel row(s)" in i.value for i in at.info)

@@ -43,6 +43,8 @@ if run_a == run_b:
 cmp = data.comparison(fp, run_a, run_b)
 for w in cmp.warnings:
     st.warning(w)
+for note in cmp.notes():
+    st.info(f"Data quality: {note}")
 e2e = next(o for o in cmp.overall if o["bucket"] == "e2e")
 m = st.columns(5)
 m[0].metric("A device time / step", widgets.ms_text(e2e["per_step_a_ms"]))
@@ -108,6 +110,10 @@ sides = {
     side: f"{n} step(s)" if src == "timeline" else "nsys stats kernel summary (no steps, no timeline)"
     for side, n, src in (("A", cmp.steps_a, cmp.source_a), ("B", cmp.steps_b, cmp.source_b))
 }
+for side, c in (("A", cmp.counts_a), ("B", cmp.counts_b)):
+    if c and c.device_kernels:
+        per_step = "-" if c.kernels_per_step is None else f"{c.kernels_per_step:,.1f}"
+        sides[side] += f", {c.device_kernels:,} device kernels, {per_step} kernels per step"
 st.caption(f"A: {sides['A']} · B: {sides['B']}. Op classes: diag/rules/op_classes.csv.")
 serving = data.serving_comparison_for_runs(fp, run_a, run_b)
 if serving:
