@@ -163,6 +163,15 @@ def test_cuda_elementwise_work_is_vector_and_index_copies_are_layout(pair):
     assert overall["other"]["per_step_b_ms"] == 0
 
 
+def test_cuda_data_movement_advice_is_not_torch_npu_advice(pair):
+    store, ascend, cuda = pair
+    moving = {
+        r: next(f for f in device_findings(store, r) if f.category == "data_movement") for r in (ascend, cuda)
+    }
+    assert moving[cuda].impact_ns == 139_447 and "torch_npu" not in moving[cuda].suggestion
+    assert "allow_internal_format" in moving[ascend].suggestion
+
+
 # -- 3. the biggest loss over every bucket ---------------------------------------------------------------------
 
 

@@ -13,10 +13,19 @@ from typing import Any
 
 from diag.analyses.counts import KERNEL_FILTER, OP_TYPE_SQL, kernel_counts, unique_tasks_sql
 from diag.analyses.cpu_fallback import FallbackOp, device_fallbacks, host_fallbacks
-from diag.analyses.stall_breakdown import Breakdown, breakdown
+from diag.analyses.stall_breakdown import Breakdown, breakdown, run_platform
 from diag.store import Store
 
 THRESHOLDS = Path(__file__).resolve().parent.parent / "rules" / "thresholds.toml"
+# the layout bucket holds casts, copies, transposes, cat and index kernels on both platforms: advice per platform
+MOVEMENT_ADVICE = {
+    "ascend": "TransData/Cast come from format or dtype mismatches between ops: keep tensors in one format "
+    "(torch_npu.npu.config.allow_internal_format=False), one dtype, and avoid host↔device copies inside "
+    "the step (.item(), .cpu(), printing tensors).",
+    "cuda": "Copy, cast, transpose and cat kernels come from dtype conversions and non-contiguous tensors: keep one "
+    "dtype, let the producer write the layout the consumer reads (torch.compile fuses such copies), and avoid "
+    "host↔device copies inside the step (.item(), .cpu(), printing tensors).",
+}
 
 
 def thresholds() -> dict[str, Any]:
@@ -104,9 +113,7 @@ def device_findings(store: Store, run_id: int, bd: Breakdown | None = None) -> l
                     "layout_cast_ns": b["layout"],
                     **_top_names(store, run_id),
                 },
-                "TransData/Cast come from format or dtype mismatches between ops: keep tensors in one format "
-                "(torch_npu.npu.config.allow_internal_format=False), one dtype, and avoid host↔device copies inside "
-                "the step (.item(), .cpu(), printing tensors).",
+                MOVEMENT_ADVICE[run_platform(store, run_id)],
                 total.start_ns,
                 total.end_ns,
             )
