@@ -372,3 +372,13 @@ def test_pages_show_the_same_counts_and_the_note(tmp_path, monkeypatch):
     assert not at.exception, at.exception
     assert any("nsys stats kernel summary" in w.value for w in at.warning)
     assert any("8 duplicate kernel row(s)" in i.value for i in at.info)
+
+
+def test_report_names_the_counts_and_the_duplicates(duplicated):
+    store, run_id = duplicated
+    pm = build_postmortem(store, run_id)
+    (story,) = [s for s in pm.what_happened if s.text.startswith("Profiled")]
+    assert "10 device kernels (10.0 kernels per step)" in story.text
+    assert "Data quality: 8 duplicate kernel row(s)" in story.text
+    assert story.evidence["counts"]["duplicate_rows"] == 8
+    assert md_escape("10 device kernels (10.0 kernels per step)") in to_markdown(pm)

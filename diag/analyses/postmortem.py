@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from diag.analyses.compare import compare
+from diag.analyses.counts import kernel_counts
 from diag.analyses.findings import Finding, device_findings
 from diag.analyses.log_diagnosis import RootCause, root_causes
 from diag.analyses.postmortem_env import environment
@@ -135,12 +136,17 @@ def device_story(
         if total.buckets[b]
     ]
     top = sorted(chart, key=lambda c: -c["ns"])[:3]
+    counts = kernel_counts(store, run["run_id"], bd)  # the one definition of device kernels per step
+    per_step = f" ({counts.kernels_per_step:,.1f} kernels per step)" if counts.kernels_per_step else ""
     st = Statement(
-        f"Profiled {len(bd.steps)} step(s) ({bd.step_source}), {e2e / 1e6:,.3f} ms of device time; "
-        "largest shares: " + ", ".join(f"{c['label']} {c['pct']:.1f}%" for c in top),
+        f"Profiled {len(bd.steps)} step(s) ({bd.step_source}), {e2e / 1e6:,.3f} ms of device time, "
+        f"{counts.device_kernels:,} device kernels{per_step}; largest shares: "
+        + ", ".join(f"{c['label']} {c['pct']:.1f}%" for c in top)
+        + (f". Data quality: {counts.note()}" if counts.note() else ""),
         {
             "time_range_ns": [total.start_ns, total.end_ns],
             "figures": {"e2e_ns": e2e, "steps": len(bd.steps), "buckets_ns": total.buckets},
+            "counts": counts.to_json(),
         },
     )
     return findings, chart, st

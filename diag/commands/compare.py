@@ -31,6 +31,8 @@ def compare(
     out = console()
     for w in result.warnings:
         out.print(f"[yellow]warning:[/] {w}")
+    for note in result.notes():
+        out.print(f"[yellow]data quality:[/] {note}")
     a, b = result.run_a, result.run_b
     steps = {side: (f"{n} steps" if src == "timeline" else "no steps: nsys stats kernel summary")
              for side, n, src in (("A", result.steps_a, result.source_a), ("B", result.steps_b, result.source_b))}  # fmt: skip
