@@ -41,9 +41,9 @@ LABELS = {
 }
 
 
-def unique_tasks_sql(run_param: str = "$run") -> str:
-    """The run's rows of the ``tasks`` view with duplicates removed: one row per (name, start_ns)."""
-    return f"SELECT DISTINCT ON (name, start_ns) * FROM tasks WHERE run_id = {run_param}"
+def unique_tasks_sql() -> str:
+    """The rows of the ``tasks`` view of run ``$run`` (a bound parameter), one per (name, start_ns)."""
+    return "SELECT DISTINCT ON (name, start_ns) * FROM tasks WHERE run_id = $run"
 
 
 @dataclass
