@@ -15,7 +15,8 @@ import streamlit as st
 
 from diag.analyses import cluster as cluster_analysis
 from diag.analyses import compare as compare_analysis
-from diag.analyses import cpu_fallback, log_diagnosis, postmortem_notes, stall_breakdown
+from diag.analyses import counts as counts_analysis
+from diag.analyses import cpu_fallback, kernel_summary, log_diagnosis, postmortem_notes, stall_breakdown
 from diag.analyses import findings as findings_analysis
 from diag.analyses import postmortem as postmortem_analysis
 from diag.analyses import serving as serving_analysis
@@ -112,6 +113,18 @@ def open_run(run_id: int) -> None:
 @st.cache_data(show_spinner=False, max_entries=32)
 def comparison(fp: str, run_a: int, run_b: int) -> compare_analysis.Comparison:
     return compare_analysis.compare(store(), run_a, run_b)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def kernel_counts(fp: str, run_id: int) -> counts_analysis.KernelCounts:
+    """Device kernels, operator types, kernels per step and duplicate rows of a run (one definition)."""
+    return counts_analysis.kernel_counts(store(), run_id, breakdown(fp, run_id))
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def comparable_runs(fp: str) -> list[int]:
+    """Runs with device tasks or an nsys stats kernel summary (the Compare page's choices)."""
+    return kernel_summary.comparable_runs(store())
 
 
 @st.cache_data(show_spinner="Building the postmortem…", max_entries=16)

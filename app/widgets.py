@@ -163,6 +163,9 @@ def runs_frame(rows: list[dict]) -> pd.DataFrame:
             "torch_npu_version": "torch_npu",
             "cann_version": "CANN",
             "ai_cpu_tasks": "AI_CPU tasks",
+            # row counts of the stored tables; the run's device kernels are counted once below the table
+            "device_tasks": "device task rows",
+            "kernels": "kernel_details rows",
             "failed_files": "failed",
         }
     )
@@ -305,14 +308,19 @@ def compare_overall_frame(cmp) -> pd.DataFrame:  # noqa: ANN001
                 "bucket": "E2E (device span)"
                 if o["bucket"] == "e2e"
                 else BUCKET_LABELS.get(o["bucket"], o["bucket"]),
-                "A ms/step": round(o["per_step_a_ms"], 4),
-                "B ms/step": round(o["per_step_b_ms"], 4),
-                "A/B": None if o["ratio"] is None else round(o["ratio"], 3),
-                "lost ms/step": round(o["delta_per_step_ms"], 4),
+                "A ms/step": rounded(o["per_step_a_ms"], 4),
+                "B ms/step": rounded(o["per_step_b_ms"], 4),  # None: a kernel summary has no buckets
+                "A/B": rounded(o["ratio"], 3),
+                "lost ms/step": rounded(o["delta_per_step_ms"], 4),
             }
             for o in cmp.overall
         ]
     )
+
+
+def ms_text(value: float | None) -> str:
+    """A per-step figure in ms for a metric, or 'n/a' (a kernel summary has no device span)."""
+    return "n/a" if value is None else f"{value:.3f} ms"
 
 
 def rounded(value: float | None, digits: int = 2) -> float | None:

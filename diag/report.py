@@ -104,6 +104,8 @@ def to_markdown(pm: Postmortem) -> str:
         out += [""]
     if pm.comparison:
         out += ["## Baseline comparison: top op classes losing time", ""]
+        out += [f"- ⚠ not comparable: {md_escape(w)}" for w in pm.comparison.get("warnings", [])]
+        out += [""] if pm.comparison.get("warnings") else []
         out += ["| op class | per step (ms) | baseline per step (ms) | ratio | lost per step (ms) |", "|---|---|---|---|---|"]  # fmt: skip
         for c in pm.comparison["top_losses"]:
             ratio = f"{c['ratio']:.2f}" if c["ratio"] else "-"
@@ -319,7 +321,9 @@ def to_html(pm: Postmortem) -> str:
         out += ["<h2>Device time by bucket</h2>", _svg_chart(pm.chart)]
     if pm.comparison:
         out += [
-            "<h2>Baseline comparison: top op classes losing time</h2><table>",
+            "<h2>Baseline comparison: top op classes losing time</h2>",
+            *(f'<p class="muted">⚠ not comparable: {_e(w)}</p>' for w in pm.comparison.get("warnings", [])),
+            "<table>",
             "<tr><th>op class</th><th>per step (ms)</th><th>baseline per step (ms)</th><th>ratio</th>"
             "<th>lost per step (ms)</th></tr>",
         ]

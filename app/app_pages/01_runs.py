@@ -39,6 +39,14 @@ if run_id != current:
     st.session_state["run_id"] = run_id
     st.session_state["step"] = None
 
+counts = data.kernel_counts(fp, run_id)  # one definition of each count (diag.analyses.counts)
+k = st.columns(3)
+k[0].metric("device kernels", f"{counts.device_kernels:,}")
+k[1].metric("operator types", f"{counts.operator_types:,}")
+k[2].metric("kernels per step", "-" if counts.kernels_per_step is None else f"{counts.kernels_per_step:,.1f}")
+if counts.note():
+    st.info(f"Data quality: {counts.note()}")
+
 steps = data.steps(fp, run_id)
 if steps:
     options = [None] + [s for s, _, _ in steps]

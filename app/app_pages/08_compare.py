@@ -13,7 +13,8 @@ st.caption(
     "captures of different lengths compare; 'lost' is the time A spends beyond B in each class."
 )
 fp = data.fingerprint()
-rows = [r for r in data.runs(fp) if r["device_tasks"]]
+comparable = set(data.comparable_runs(fp))
+rows = [r for r in data.runs(fp) if r["run_id"] in comparable]
 if len(rows) < 2:
     st.info("Ingest an Ascend run and a CUDA run of the same workload to compare them.")
     st.stop()
@@ -42,14 +43,23 @@ if run_a == run_b:
 cmp = data.comparison(fp, run_a, run_b)
 for w in cmp.warnings:
     st.warning(w)
+for note in cmp.notes():
+    st.info(f"Data quality: {note}")
 e2e = next(o for o in cmp.overall if o["bucket"] == "e2e")
-m = st.columns(4)
-m[0].metric("A device time / step", f"{e2e['per_step_a_ms']:.3f} ms")
-m[1].metric("B device time / step", f"{e2e['per_step_b_ms']:.3f} ms")
+m = st.columns(5)
+m[0].metric("A device time / step", widgets.ms_text(e2e["per_step_a_ms"]))
+m[1].metric("B device time / step", widgets.ms_text(e2e["per_step_b_ms"]))
 m[2].metric("A / B", "-" if e2e["ratio"] is None else f"{e2e['ratio']:.2f}×")
-top = cmp.top_losses(3)
+loss = cmp.biggest_loss()  # over every bucket: idle, AI CPU, exposed communication and copies too
 m[3].metric(
     "biggest loss",
+    loss["label"] if loss else "-",
+    f"+{loss['delta_per_step_ms']:.3f} ms/step" if loss else None,
+    delta_color="inverse",
+)
+top = cmp.top_losses(1)
+m[4].metric(
+    "biggest op-class loss",
     top[0].op_class if top else "-",
     f"+{top[0].delta_per_step_ms:.3f} ms/step" if top else None,
     delta_color="inverse",
@@ -96,7 +106,15 @@ if cmp.ops:
         hide_index=True,
         width="stretch",
     )
-st.caption(f"A: {cmp.steps_a} step(s) · B: {cmp.steps_b} step(s). Op classes: diag/rules/op_classes.csv.")
+sides = {
+    side: f"{n} step(s)" if src == "timeline" else "nsys stats kernel summary (no steps, no timeline)"
+    for side, n, src in (("A", cmp.steps_a, cmp.source_a), ("B", cmp.steps_b, cmp.source_b))
+}
+for side, c in (("A", cmp.counts_a), ("B", cmp.counts_b)):
+    if c and c.device_kernels:
+        per_step = "-" if c.kernels_per_step is None else f"{c.kernels_per_step:,.1f}"
+        sides[side] += f", {c.device_kernels:,} device kernels, {per_step} kernels per step"
+st.caption(f"A: {sides['A']} · B: {sides['B']}. Op classes: diag/rules/op_classes.csv.")
 serving = data.serving_comparison_for_runs(fp, run_a, run_b)
 if serving:
     st.subheader("Serving figures of the two deployments")

@@ -4,6 +4,15 @@ Both runs are measured with the same definitions: the device-time breakdown of `
 interval sweep, the same buckets) and op classes from one rules file (``rules/op_classes.csv``) applied to
 Ascend op types and CUDA kernel names alike.  Figures are per step (total ÷ steps) so captures of different
 lengths compare; a capture pair that is not comparable (step counts, kernels per step, shapes) is flagged.
+
+The biggest loss is looked for over every bucket of the breakdown (idle, AI CPU, exposed communication and
+copies included), since the buckets partition device time; op classes then say which compute lost it.
+
+A side without per-kernel tasks but with an ``nsys stats`` kernel summary (``kernel_stats``, report
+``cuda_gpu_kern_sum``) compares from the summary: calls and total time per kernel name, classified by the same
+rules.  A summary has no steps and no timeline, so its per-step figures are its mean time per call times the
+other side's calls per step (the ratio is the per-call ratio), and its buckets are unknown (None); a warning
+says so.
 """
 
 from __future__ import annotations
@@ -12,7 +21,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from diag.analyses import op_classes
-from diag.analyses.stall_breakdown import BUCKETS, Breakdown, breakdown
+from diag.analyses.counts import KernelCounts, kernel_counts, unique_tasks_sql
+from diag.analyses.kernel_summary import (
+    KERNEL_SUMMARY,
+    SUMMARY_REPORTS,
+    TIMELINE,
+    figures_source,
+    summary_class_totals,
+)
+from diag.analyses.stall_breakdown import BUCKET_LABELS, BUCKETS, Breakdown, breakdown
 from diag.store import Store
 
 KERNELS_PER_STEP_TOLERANCE = 0.2  # beyond ±20% the two captures probably ran different work
@@ -57,12 +74,33 @@ class Comparison:
     ops: list[OpRow]
     phases: list[dict[str, Any]]
     warnings: list[str] = field(default_factory=list)
+    source_a: str = TIMELINE  # timeline (device tasks) | kernel_summary (nsys stats kernel_stats)
+    source_b: str = TIMELINE
+    # every bucket of ``overall`` (not e2e) that A loses time in, largest first: the biggest loss is losses[0]
+    losses: list[dict[str, Any]] = field(default_factory=list)
+    # device kernels, operator types, kernels per step and duplicate rows of each side (diag.analyses.counts)
+    counts_a: KernelCounts | None = None
+    counts_b: KernelCounts | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        for side in ("counts_a", "counts_b"):
+            counts = getattr(self, side)
+            out[side] = counts.to_json() if counts else None
+        return {**out, "biggest_loss": self.biggest_loss(), "notes": self.notes()}
+
+    def notes(self) -> list[str]:
+        """Data-quality notes (duplicate kernel rows found and counted once), per side."""
+        sides = (("A", self.counts_a), ("B", self.counts_b))
+        return [f"{side}: {c.note()}" for side, c in sides if c is not None and c.note()]
 
     def top_losses(self, n: int = 3) -> list[ClassRow]:
+        """The op classes that lose most time per step (compute only: see ``biggest_loss`` for every bucket)."""
         return [c for c in self.classes if c.delta_per_step_ms > 0][:n]
+
+    def biggest_loss(self) -> dict[str, Any] | None:
+        """The bucket (idle, AI CPU, exposed communication, copies or a compute bucket) A loses most in."""
+        return self.losses[0] if self.losses else None
 
 
 def _run(store: Store, run_id: int) -> dict[str, Any]:
@@ -83,14 +121,18 @@ def _platform(run: dict[str, Any]) -> str:
 
 
 def class_totals(store: Store, run_id: int, platform: str) -> dict[str, tuple[int, int]]:
-    """op class -> (count, total ns) of a run's device tasks; distinct names are classified once."""
+    """op class -> (count, total ns) of a run's device tasks; distinct names are classified once.
+
+    A run with no device tasks but an nsys stats kernel summary is read from the summary."""
+    if figures_source(store, run_id) == KERNEL_SUMMARY:
+        return summary_class_totals(store, run_id, platform)
     name_case = op_classes.sql_case("name", "op_type", platform)
     rows = (
         store.cursor()
         .execute(
             f"""WITH by_name AS (
                 SELECT t.name, any_value(coalesce(t.op, t.op_type)) AS op_type, t.kind, count(*) AS n, sum(t.dur_ns) AS ns
-                FROM tasks t WHERE t.run_id = $run AND t.kind NOT IN ('SYNC', 'COMM_TASK') GROUP BY t.name, t.kind),
+                FROM ({unique_tasks_sql()}) t WHERE t.kind NOT IN ('SYNC', 'COMM_TASK') GROUP BY t.name, t.kind),
              classed AS (SELECT CASE WHEN kind = 'COMMUNICATION' THEN 'communication'
                                      WHEN kind = 'MEMCPY' AND lower(name) LIKE '%memset%' THEN 'memset'
                                      WHEN kind = 'MEMCPY' THEN 'memcpy'
@@ -107,89 +149,138 @@ def _n_steps(bd: Breakdown) -> int:
     return max(1, len([s for s in bd.steps if s.e2e_ns > 0]))
 
 
+def _summary_warning(side: str, run: dict[str, Any]) -> str:
+    return (
+        f"{side} (run {run['run_id']}) is an nsys stats kernel summary ({', '.join(SUMMARY_REPORTS)}): no steps, "
+        "no timeline. Its op classes compare by time per call (its per-step figures are its mean per call × the "
+        "other run's calls per step); idle, exposed communication and copies cannot be measured on it"
+    )
+
+
 def _warnings(
-    store: Store, a: dict, b: dict, bd_a: Breakdown, bd_b: Breakdown, ca: dict, cb: dict
+    a: dict, b: dict, bd_a: Breakdown, bd_b: Breakdown, ka: KernelCounts, kb: KernelCounts
 ) -> list[str]:
     out = []
     if a["platform"] == b["platform"]:
         out.append(
             f"both runs are {a['platform']}: the comparison is meant for an Ascend run against a CUDA run"
         )
+    summaries = [(side, r) for side, r in (("A", a), ("B", b)) if r["figures_source"] == KERNEL_SUMMARY]
+    out += [_summary_warning(side, r) for side, r in summaries]
+    if not summaries:
+        out += _step_warnings(bd_a, bd_b, ka, kb)
+    return out
+
+
+def _phase_warnings(ca: dict, cb: dict) -> list[str]:
+    return [
+        f"{cls} appears in only one run: the captures may cover different phases"
+        for cls in ("attention_prefill", "attention_decode")
+        if (cls in ca) != (cls in cb)
+    ]
+
+
+def _step_warnings(
+    bd_a: Breakdown, bd_b: Breakdown, counts_a: KernelCounts, counts_b: KernelCounts
+) -> list[str]:
+    out = []
     if len(bd_a.steps) != len(bd_b.steps):
         out.append(f"different step counts ({len(bd_a.steps)} vs {len(bd_b.steps)}): figures are per step")
     if bd_a.step_source != bd_b.step_source:
         out.append(f"steps found differently ({bd_a.step_source} vs {bd_b.step_source})")
-    ka = sum(n for c, (n, _) in ca.items() if c not in ("memcpy", "memset")) / _n_steps(bd_a)
-    kb = sum(n for c, (n, _) in cb.items() if c not in ("memcpy", "memset")) / _n_steps(bd_b)
+    ka, kb = counts_a.kernels_per_step, counts_b.kernels_per_step  # the one definition (diag.analyses.counts)
     if ka and kb and abs(ka - kb) / max(ka, kb) > KERNELS_PER_STEP_TOLERANCE:
         out.append(
             f"kernels per step differ ({ka:,.0f} vs {kb:,.0f}): different batch, model or fusion — "
             "compare classes, not counts"
         )
-    for cls in ("attention_prefill", "attention_decode"):
-        if (cls in ca) != (cls in cb):
-            out.append(f"{cls} appears in only one run: the captures may cover different phases")
     return out
+
+
+def _class_rows(ca: dict, cb: dict, sa: int, sb: int, summary_a: bool, summary_b: bool) -> list[ClassRow]:
+    """One row per op class; a summary side's per-step figure is its mean per call × the other's calls per step."""
+    total_a = sum(ns for _, ns in ca.values()) or 1
+    total_b = sum(ns for _, ns in cb.values()) or 1
+    rows = []
+    for cls in sorted(set(ca) | set(cb)):
+        (na, ta), (nb, tb) = ca.get(cls, (0, 0)), cb.get(cls, (0, 0))
+        ma, mb = (ta / na if na else None), (tb / nb if nb else None)
+        pa, pb = ta / sa, tb / sb
+        if summary_b and not summary_a:
+            pb = (mb or 0.0) * na / sa
+        if summary_a and not summary_b:
+            pa = (ma or 0.0) * nb / sb
+        per_call = summary_a or summary_b  # a summary's per-step figure is derived: compare per call
+        ratio = (ma / mb if ma and mb else None) if per_call else (pa / pb if pb else None)
+        share_a, share_b = 100 * ta / total_a, 100 * tb / total_b
+        rows.append(ClassRow(cls, na, nb, ta, tb, pa, pb, ma, mb, share_a, share_b, ratio, (pa - pb) / 1e6))
+    rows.sort(key=lambda c: -c.delta_per_step_ms)
+    return rows
+
+
+def _per_step_ms(bd: Breakdown, bucket: str, steps: int, summary: bool) -> float | None:
+    if summary:
+        return None  # a kernel summary has no timeline: no buckets
+    if not bd.total:
+        return 0.0
+    return (bd.total.e2e_ns if bucket == "e2e" else bd.total.buckets[bucket]) / steps / 1e6
+
+
+def _overall(
+    bd_a: Breakdown, bd_b: Breakdown, sa: int, sb: int, summary_a: bool, summary_b: bool
+) -> list[dict]:
+    overall = []
+    for bucket in (*BUCKETS, "e2e"):
+        va = _per_step_ms(bd_a, bucket, sa, summary_a)
+        vb = _per_step_ms(bd_b, bucket, sb, summary_b)
+        both = va is not None and vb is not None
+        overall.append(
+            {
+                "bucket": bucket,
+                "per_step_a_ms": va,
+                "per_step_b_ms": vb,
+                "ratio": (va / vb) if both and vb else None,
+                "delta_per_step_ms": (va - vb) if both else None,
+            }
+        )
+    return overall
+
+
+def bucket_losses(overall: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every bucket A loses time in (idle, AI CPU, exposed communication and copies too), largest first."""
+    lost = [
+        {**o, "label": BUCKET_LABELS[o["bucket"]]}
+        for o in overall
+        if o["bucket"] != "e2e" and (o["delta_per_step_ms"] or 0) > 0
+    ]
+    return sorted(lost, key=lambda o: -o["delta_per_step_ms"])
 
 
 def compare(store: Store, run_a: int, run_b: int) -> Comparison:
     """Run A (usually Ascend) against run B (usually the CUDA baseline)."""
     a, b = _run(store, run_a), _run(store, run_b)
+    a["figures_source"], b["figures_source"] = figures_source(store, run_a), figures_source(store, run_b)
+    summary_a, summary_b = a["figures_source"] == KERNEL_SUMMARY, b["figures_source"] == KERNEL_SUMMARY
     bd_a, bd_b = breakdown(store, run_a), breakdown(store, run_b)
     sa, sb = _n_steps(bd_a), _n_steps(bd_b)
     ca, cb = class_totals(store, run_a, _platform(a)), class_totals(store, run_b, _platform(b))
-    total_a = sum(ns for _, ns in ca.values()) or 1
-    total_b = sum(ns for _, ns in cb.values()) or 1
-    classes = []
-    for cls in sorted(set(ca) | set(cb)):
-        na, ta = ca.get(cls, (0, 0))
-        nb, tb = cb.get(cls, (0, 0))
-        pa, pb = ta / sa, tb / sb
-        classes.append(
-            ClassRow(
-                cls,
-                na,
-                nb,
-                ta,
-                tb,
-                pa,
-                pb,
-                ta / na if na else None,
-                tb / nb if nb else None,
-                100 * ta / total_a,
-                100 * tb / total_b,
-                (pa / pb) if pb else None,
-                (pa - pb) / 1e6,
-            )
-        )
-    classes.sort(key=lambda c: -c.delta_per_step_ms)
-    overall = []
-    for bucket in (*BUCKETS, "e2e"):
-        va = (
-            (bd_a.total.e2e_ns if bucket == "e2e" else bd_a.total.buckets[bucket]) / sa if bd_a.total else 0.0
-        )
-        vb = (
-            (bd_b.total.e2e_ns if bucket == "e2e" else bd_b.total.buckets[bucket]) / sb if bd_b.total else 0.0
-        )
-        overall.append(
-            {
-                "bucket": bucket,
-                "per_step_a_ms": va / 1e6,
-                "per_step_b_ms": vb / 1e6,
-                "ratio": (va / vb) if vb else None,
-                "delta_per_step_ms": (va - vb) / 1e6,
-            }
-        )
+    overall = _overall(bd_a, bd_b, sa, sb, summary_a, summary_b)
+    counts_a, counts_b = kernel_counts(store, run_a, bd_a), kernel_counts(store, run_b, bd_b)
     return Comparison(
         run_a=a,
         run_b=b,
-        steps_a=sa,
-        steps_b=sb,
+        steps_a=0 if summary_a else sa,
+        steps_b=0 if summary_b else sb,
         overall=overall,
-        classes=classes,
+        classes=_class_rows(ca, cb, sa, sb, summary_a, summary_b),
         ops=framework_ops(store, run_a, run_b, sa, sb),
         phases=phases(store, run_a, run_b, bd_a, bd_b),
-        warnings=_warnings(store, a, b, bd_a, bd_b, ca, cb),
+        warnings=_warnings(a, b, bd_a, bd_b, counts_a, counts_b) + _phase_warnings(ca, cb),
+        source_a=a["figures_source"],
+        source_b=b["figures_source"],
+        losses=bucket_losses(overall),
+        counts_a=counts_a,
+        counts_b=counts_b,
     )
 
 

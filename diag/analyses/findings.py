@@ -11,11 +11,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from diag.analyses.counts import KERNEL_FILTER, OP_TYPE_SQL, kernel_counts, unique_tasks_sql
 from diag.analyses.cpu_fallback import FallbackOp, device_fallbacks, host_fallbacks
-from diag.analyses.stall_breakdown import Breakdown, breakdown
+from diag.analyses.stall_breakdown import Breakdown, breakdown, run_platform
 from diag.store import Store
 
 THRESHOLDS = Path(__file__).resolve().parent.parent / "rules" / "thresholds.toml"
+# the layout bucket holds casts, copies, transposes, cat and index kernels on both platforms: advice per platform
+MOVEMENT_ADVICE = {
+    "ascend": "TransData/Cast come from format or dtype mismatches between ops: keep tensors in one format "
+    "(torch_npu.npu.config.allow_internal_format=False), one dtype, and avoid host↔device copies inside "
+    "the step (.item(), .cpu(), printing tensors).",
+    "cuda": "Copy, cast, transpose and cat kernels come from dtype conversions and non-contiguous tensors: keep one "
+    "dtype, let the producer write the layout the consumer reads (torch.compile fuses such copies), and avoid "
+    "host↔device copies inside the step (.item(), .cpu(), printing tensors).",
+}
 
 
 def thresholds() -> dict[str, Any]:
@@ -27,6 +37,7 @@ def thresholds() -> dict[str, Any]:
 class Finding:
     run_id: int
     category: str  # cpu_fallback | communication | data_movement | idle | recompile | top_ops | host_fallback
+    # | data_quality
     severity: str  # high | medium | low | info
     title: str
     impact_pct: float
@@ -105,9 +116,7 @@ def device_findings(store: Store, run_id: int, bd: Breakdown | None = None) -> l
                     "layout_cast_ns": b["layout"],
                     **_top_names(store, run_id),
                 },
-                "TransData/Cast come from format or dtype mismatches between ops: keep tensors in one format "
-                "(torch_npu.npu.config.allow_internal_format=False), one dtype, and avoid host↔device copies inside "
-                "the step (.item(), .cpu(), printing tensors).",
+                MOVEMENT_ADVICE[run_platform(store, run_id)],
                 total.start_ns,
                 total.end_ns,
             )
@@ -118,7 +127,26 @@ def device_findings(store: Store, run_id: int, bd: Breakdown | None = None) -> l
     top = _top_ops(store, run_id, e2e, t["top_ops"]["count"])
     if top:
         out.append(top)
+    out += _data_quality_findings(store, run_id, bd)
     return out
+
+
+def _data_quality_findings(store: Store, run_id: int, bd: Breakdown) -> list[Finding]:
+    """Duplicate kernel rows: counted once everywhere, and said (how many rows, which file)."""
+    counts = kernel_counts(store, run_id, bd)
+    if not counts.duplicates:
+        return []
+    return [
+        Finding(
+            run_id,
+            "data_quality",
+            "info",
+            f"{counts.duplicate_rows} duplicate kernel row(s) in the input, counted once",
+            0.0,
+            0,
+            {"duplicates": counts.duplicates, "device_kernels": counts.device_kernels, "note": counts.note()},
+        )
+    ]
 
 
 def _fallback_findings(run_id: int, ops: list[FallbackOp], e2e: int, t: dict[str, Any]) -> list[Finding]:
@@ -192,8 +220,8 @@ def _top_names(store: Store, run_id: int) -> dict[str, Any]:
     rows = (
         store.cursor()
         .execute(
-            """WITH by_name AS (SELECT name, task_kind, count(*) AS n, sum(dur_ns) AS ns FROM device_tasks
-                            WHERE run_id = $run GROUP BY ALL),
+            f"""WITH by_name AS (SELECT name, task_kind, count(*) AS n, sum(dur_ns) AS ns
+                             FROM ({unique_tasks_sql()}) GROUP BY ALL),
                 kinfo AS (SELECT name, any_value(op_type) AS op_type FROM kernels WHERE run_id = $run GROUP BY name)
            SELECT b.name, sum(b.n), sum(b.ns) FROM by_name b LEFT JOIN kinfo k USING (name)
            WHERE b.task_kind = 'MEMCPY' OR regexp_matches(lower(coalesce(k.op_type, '') || ' ' || b.name),
@@ -267,8 +295,8 @@ def _recompile_findings(store: Store, run_id: int, t: dict[str, Any]) -> list[Fi
         [run_id],
     ).fetchall()[0]
     dyn, static = cur.execute(
-        "SELECT count(*) FILTER (WHERE lower(op_state) = 'dynamic'), count(*) FILTER (WHERE lower(op_state) = 'static') "
-        "FROM kernels WHERE run_id = ?",
+        "SELECT count(DISTINCT (name, start_ns)) FILTER (WHERE lower(op_state) = 'dynamic'), "
+        "count(DISTINCT (name, start_ns)) FILTER (WHERE lower(op_state) = 'static') FROM kernels WHERE run_id = ?",
         [run_id],
     ).fetchall()[0]
     out = []
@@ -292,7 +320,7 @@ def _recompile_findings(store: Store, run_id: int, t: dict[str, Any]) -> list[Fi
                 run_id,
                 "recompile",
                 "low",
-                f"All {dyn} operators ran in dynamic-shape state (OP State = dynamic)",
+                f"All {dyn} device kernels that report an OP State ran in dynamic-shape state (OP State = dynamic)",
                 0.0,
                 0,
                 {"dynamic_ops": int(dyn)},
@@ -304,19 +332,13 @@ def _recompile_findings(store: Store, run_id: int, t: dict[str, Any]) -> list[Fi
 
 
 def _top_ops(store: Store, run_id: int, e2e: int, n: int) -> Finding | None:
-    # Aggregate by kernel name first (millions of tasks, hundreds of names), then name the op types.
+    # Each kernel once (duplicate rows are a data-quality note, not twice the time), by op type.
     rows = (
         store.cursor()
         .execute(
-            """WITH by_name AS (SELECT name, task_kind, count(*) AS n, sum(dur_ns) AS ns FROM device_tasks
-                            WHERE run_id = $run GROUP BY ALL),
-                kinfo AS (SELECT name, any_value(op_type) AS op_type, any_value(task_kind) AS kind FROM kernels
-                          WHERE run_id = $run GROUP BY name)
-           SELECT coalesce(k.op_type, CASE WHEN b.name LIKE 'aclnn%' THEN split_part(b.name, '_', -1) ELSE b.name END)
-                      AS op, coalesce(k.kind, b.task_kind) AS kind, sum(b.n), sum(b.ns)
-           FROM by_name b LEFT JOIN kinfo k USING (name)
-           WHERE coalesce(k.kind, b.task_kind) NOT IN ('SYNC', 'COMM_TASK', 'COMMUNICATION')
-           GROUP BY ALL ORDER BY 4 DESC LIMIT $n""",
+            f"""SELECT {OP_TYPE_SQL} AS op, kind, count(*), sum(dur_ns) FROM ({unique_tasks_sql()})
+                WHERE {KERNEL_FILTER} AND kind <> 'COMMUNICATION'
+                GROUP BY ALL ORDER BY 4 DESC, 1 LIMIT $n""",
             {"run": run_id, "n": n},
         )
         .fetchall()

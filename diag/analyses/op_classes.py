@@ -64,13 +64,35 @@ def _check_platform(platform: str) -> None:
         raise ValueError(f"platform must be one of {PLATFORMS}, not {platform!r}")
 
 
+# aclnn kernel names end in their op type (aclnnCast_CastAiCore_Cast, aclnnInplaceCopy_TensorMove): a trace
+# without kernel_details has no Type column, so the name's last part stands in for it.
+ACLNN_TYPE = r"^aclnn[a-z0-9]*_(?:.*_)?([a-z0-9]+)$"
+_ACLNN_TYPE = re.compile(ACLNN_TYPE)
+
+
+def _texts(name: str | None, op_type: str | None, platform: str) -> list[str]:
+    """What is matched, in order: the op type, (Ascend) the type an aclnn name ends in, the name."""
+    texts = [t.lower() for t in (op_type, name) if t]
+    if platform == "ascend" and not op_type and name and (m := _ACLNN_TYPE.match(name.lower())):
+        texts.insert(0, m.group(1))
+    return texts
+
+
+def first_rule(name: str | None, op_type: str | None = None, platform: str = "cuda") -> Rule | None:
+    """The rule that classifies this kernel / op (the first in priority order to match), or None."""
+    _check_platform(platform)
+    applicable = [r for r in rules() if r.applies_to(platform)]
+    for low in _texts(name, op_type, platform):
+        for rule, (pattern, _) in zip(applicable, _compiled(platform), strict=True):
+            if pattern.search(low):
+                return rule
+    return None
+
+
 def classify(name: str | None, op_type: str | None = None, platform: str = "cuda") -> str:
     """The op class of one kernel / op: the op type is tried against every rule first, then the name."""
     _check_platform(platform)
-    for text in (op_type, name):
-        if not text:
-            continue
-        low = text.lower()
+    for low in _texts(name, op_type, platform):
         for pattern, op_class in _compiled(platform):
             if pattern.search(low):
                 return op_class
@@ -93,7 +115,12 @@ def sql_case(name_expr: str, op_type_expr: str | None = None, platform: str = "c
     per row is the cost of this expression.
     """
     _check_platform(platform)
-    whens = (_whens(op_type_expr, platform) if op_type_expr else []) + _whens(name_expr, platform)
+    whens = _whens(op_type_expr, platform) if op_type_expr else []
+    if platform == "ascend":
+        no_type = f"{op_type_expr} IS NULL AND " if op_type_expr else ""
+        aclnn = f"nullif(regexp_extract(lower({name_expr}), {sql_literal(ACLNN_TYPE)}, 1), '')"
+        whens += [w.replace("WHEN ", f"WHEN {no_type}", 1) for w in _whens(aclnn, platform)]
+    whens += _whens(name_expr, platform)
     return f"(CASE {' '.join(whens)} ELSE '{OTHER}' END)"
 
 

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from diag.analyses.compare import compare
+from diag.analyses.counts import kernel_counts
 from diag.analyses.findings import Finding, device_findings
 from diag.analyses.log_diagnosis import RootCause, root_causes
 from diag.analyses.postmortem_env import environment
@@ -136,12 +137,17 @@ def device_story(
         if total.buckets[b]
     ]
     top = sorted(chart, key=lambda c: -c["ns"])[:3]
+    counts = kernel_counts(store, run["run_id"], bd)  # the one definition of device kernels per step
+    per_step = f" ({counts.kernels_per_step:,.1f} kernels per step)" if counts.kernels_per_step else ""
     st = Statement(
-        f"Profiled {len(bd.steps)} step(s) ({bd.step_source}), {e2e / 1e6:,.3f} ms of device time; "
-        "largest shares: " + ", ".join(f"{c['label']} {c['pct']:.1f}%" for c in top),
+        f"Profiled {len(bd.steps)} step(s) ({bd.step_source}), {e2e / 1e6:,.3f} ms of device time, "
+        f"{counts.device_kernels:,} device kernels{per_step}; largest shares: "
+        + ", ".join(f"{c['label']} {c['pct']:.1f}%" for c in top)
+        + (f". Data quality: {counts.note()}" if counts.note() else ""),
         {
             "time_range_ns": [total.start_ns, total.end_ns],
             "figures": {"e2e_ns": e2e, "steps": len(bd.steps), "buckets_ns": total.buckets},
+            "counts": counts.to_json(),
         },
     )
     return findings, chart, st
@@ -162,14 +168,25 @@ def baseline_story(pm: Postmortem, store: Store, run_id: int, baseline_run_id: i
         "e2e": e2e,
         "top_losses": losses,
         "warnings": cmp.warnings,
+        "biggest_loss": cmp.biggest_loss(),  # over every bucket: idle, AI CPU, exposed communication too
+        "source_b": cmp.source_b,  # timeline | kernel_summary (nsys stats: no steps, no buckets)
     }
     ratio = f"{e2e['ratio']:.2f}×" if e2e["ratio"] else "n/a"
+    base_ms = "n/a (a kernel summary)" if e2e["per_step_b_ms"] is None else f"{e2e['per_step_b_ms']:.3f} ms"
     overall = Statement(
-        f"End-to-end per step: {e2e['per_step_a_ms']:.3f} ms vs {e2e['per_step_b_ms']:.3f} ms on the "
+        f"End-to-end per step: {e2e['per_step_a_ms']:.3f} ms vs {base_ms} on the "
         f"baseline (run {baseline_run_id}) — {ratio}",
-        {"figures": e2e},
+        {"figures": e2e, "warnings": cmp.warnings},
     )
     pm.impact.append(overall)
+    if loss := cmp.biggest_loss():
+        pm.impact.append(
+            Statement(
+                f"Biggest loss against the baseline: {loss['label']} +{loss['delta_per_step_ms']:.3f} ms per step "
+                f"({loss['per_step_a_ms']:.3f} vs {loss['per_step_b_ms']:.3f} ms)",
+                {"figures": loss},
+            )
+        )
     for c in losses:
         r = f"{c['ratio']:.2f}×" if c["ratio"] else "baseline has none"
         pm.impact.append(

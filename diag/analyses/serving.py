@@ -362,6 +362,39 @@ def _figure(a: dict[str, Any], b: dict[str, Any], col: str, unit: str, better: s
             "worse": worse}  # fmt: skip
 
 
+def _better(f: dict[str, Any], gap: float) -> bool:
+    """A beats B on this figure by more than the gap (the mirror of ``worse``)."""
+    if f["gap_pct"] is None:
+        return False
+    return f["gap_pct"] > gap if f["better"] == "higher" else f["gap_pct"] < -gap
+
+
+def headline(figures: list[dict[str, Any]], gap: float) -> list[str]:
+    """The headline figures in both directions: where A is worse, where A is better, or that they are level."""
+    shown = [f for f in figures if f["figure"] in HEADLINE and f["gap_pct"] is not None]
+    worse = [
+        f"A reaches {100 * f['ratio']:.0f}% of B's output throughput"
+        if f["better"] == "higher"
+        else f"{HEADLINE[f['figure']]}: A {f['gap_pct']:+.0f}% against B"
+        for f in shown
+        if f["worse"]
+    ]
+    better = [
+        f"{HEADLINE[f['figure']]} {f['gap_pct']:+.0f}%".replace("-", "−") for f in shown if _better(f, gap)
+    ]
+    if not shown:
+        return []
+    if not better:
+        return worse or [f"A and B are within ±{gap:g}% on every headline figure"]
+    if worse:
+        return [*worse, f"A is better on: {', '.join(better)}"]
+    if len(better) == len(shown):
+        return [f"A is better on every figure: {', '.join(better)}"]
+    return [
+        f"A is better on {len(better)} of {len(shown)} figures: {', '.join(better)}; the rest within ±{gap:g}%"
+    ]
+
+
 def compare_serving(
     con: duckdb.DuckDBPyConnection | Store,
     serving_a: int,
@@ -377,18 +410,11 @@ def compare_serving(
     a, b = by_id[serving_a], by_id[serving_b]
     cfg = rules.get("compare", {})
     figures = [_figure(a, b, *spec, cfg.get("gap_pct", 5.0)) for spec in COMPARED]
-    headline = [
-        f"A reaches {100 * f['ratio']:.0f}% of B's output throughput"
-        if f["better"] == "higher"
-        else f"{HEADLINE[f['figure']]}: A {f['gap_pct']:+.0f}% against B"
-        for f in figures
-        if f["worse"] and f["figure"] in HEADLINE
-    ]
     return {
         "a": {k: a[k] for k in SIDE_KEYS},
         "b": {k: b[k] for k in SIDE_KEYS},
         "figures": figures,
-        "headline": headline,
+        "headline": headline(figures, cfg.get("gap_pct", 5.0)),
         "warnings": _workload_warnings(a, b, cfg.get("workload_tolerance_pct", 10.0)),
     }
 

@@ -5,7 +5,9 @@ says what is active between two boundaries, and each such segment goes to one bu
 
     compute (ai_cpu > attention > layout > cube > vector > other) > exposed communication > exposed memcpy > idle
 
-so the buckets partition the device span (E2E) exactly.  The vocabulary follows msprof-analyze's overall
+so the buckets partition the device span (E2E) exactly.  A compute task's bucket comes from its op class (the
+shared rules of ``op_classes``) and its kind (``rules/compute_classes.csv``), so a bucket means the same work on
+Ascend and CUDA: CUDA elementwise / reduce / norm kernels are vector, copies / casts / index kernels layout.  The vocabulary follows msprof-analyze's overall
 metrics: Computing = the compute buckets, Communication(Not Overlapped) = exposed communication, Free =
 exposed memcpy + idle (msprof counts copies as Free; we show them apart).  Steps are the host ProfilerStep
 ranges, else the kernels' Step Id.  The device span runs from the first to the last compute or
@@ -16,9 +18,12 @@ span count in memcpy_total_ns, not in the buckets.
 
 from __future__ import annotations
 
+import csv
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
+from diag.analyses import op_classes
 from diag.store import Store
 
 RULES = Path(__file__).resolve().parent.parent / "rules" / "compute_classes.csv"
@@ -27,10 +32,10 @@ BUCKETS = (*COMPUTE_BUCKETS, "comm_exposed", "memcpy_exposed", "idle")
 BUCKET_LABELS = {
     "ai_cpu": "AI CPU (fallback)",
     "attention": "Attention (flash/paged)",
-    "layout": "Layout / cast (TransData, Cast, copies)",
-    "cube": "Cube / matmul",
-    "vector": "Vector",
-    "other": "Other compute",
+    "layout": "Layout / copy (cast, transpose, cat, index, TransData)",
+    "cube": "Cube / matmul (GEMM)",
+    "vector": "Vector (elementwise, reduce, norm, activation, softmax)",
+    "other": "Other compute (unclassified)",
     "comm_exposed": "Communication (not overlapped)",
     "memcpy_exposed": "Memcpy H2D/D2H/D2D (not overlapped)",
     "idle": "Idle (nothing on device)",
@@ -38,6 +43,49 @@ BUCKET_LABELS = {
 NON_COMPUTE_KINDS = ("COMMUNICATION", "COMM_TASK", "MEMCPY", "SYNC")
 # Category codes in the sweep, in bucket priority order; 6 = communication, 7 = memcpy.
 _CAT = {b: i for i, b in enumerate(COMPUTE_BUCKETS)} | {"comm": 6, "memcpy": 7}
+
+
+@dataclass(frozen=True)
+class BucketRule:
+    priority: int
+    kinds: tuple[str, ...]  # task kinds, '*' = any compute kind
+    op_classes: tuple[str, ...]  # op classes, '*' = any
+    bucket: str
+    example_kind: str
+    example_name: str
+
+    def matches(self, kind: str, op_class: str) -> bool:
+        return ("*" in self.kinds or kind in self.kinds) and (
+            "*" in self.op_classes or op_class in self.op_classes
+        )
+
+
+@cache
+def bucket_rules() -> tuple[BucketRule, ...]:
+    """The rows of rules/compute_classes.csv in priority order (the breakdown's SQL reads the same file)."""
+    with open(RULES, encoding="utf-8") as fh:
+        rows = list(csv.DictReader(line for line in fh if not line.startswith("#")))
+    out = [
+        BucketRule(int(r["priority"]), tuple(r["kinds"].split("|")), tuple(r["op_classes"].split("|")),
+                   r["bucket"], r["example_kind"], r["example_name"])
+        for r in rows
+    ]  # fmt: skip
+    for r in out:
+        unknown = set(r.op_classes) - {*op_classes.CLASSES, "*"}
+        if r.bucket not in (*COMPUTE_BUCKETS, "comm") or unknown:
+            raise ValueError(f"{RULES}: bad row {r}")
+    return tuple(sorted(out, key=lambda r: r.priority))
+
+
+def bucket_of(kind: str, op_class: str) -> str:
+    """The breakdown bucket of a compute task of this kind and op class (as the breakdown's SQL decides)."""
+    return next(r.bucket for r in bucket_rules() if r.matches(kind, op_class))
+
+
+def run_platform(store: Store, run_id: int) -> str:
+    """'cuda' or 'ascend': which side of the op-class rules a run's names are matched against."""
+    rows = store.cursor().execute("SELECT platform FROM runs WHERE run_id = ?", [run_id]).fetchall()
+    return "cuda" if rows and rows[0][0] == "cuda" else "ascend"
 
 
 @dataclass
@@ -146,29 +194,32 @@ def breakdown(store: Store, run_id: int) -> Breakdown:
         0
     ]
     non_compute = ", ".join(f"'{k}'" for k in NON_COMPUTE_KINDS)
-    # One category per task; steps from the host ranges (or the task's own step id when none).
+    op_class = op_classes.sql_case("k.name", "k.op", run_platform(store, run_id))
+    # One category per task: its op class (the shared rules) and kind give the bucket; steps from the host
+    # ranges (or the task's own step id when none).
     cur.execute(
         f"""CREATE OR REPLACE TEMP TABLE _tasks AS
-        WITH rules AS (SELECT CAST(priority AS INTEGER) AS priority, pattern, string_split(kinds, '|') AS kinds,
-                              bucket
+        WITH rules AS (SELECT CAST(priority AS INTEGER) AS priority, string_split(kinds, '|') AS kinds,
+                              string_split(op_classes, '|') AS classes, bucket
                        FROM read_csv($rules, header=true, all_varchar=true, comment='#')),
-             t AS (SELECT start_ns, dur_ns, step, kind AS task_kind,
-                          lower(coalesce(op, '') || ' ' || coalesce(name, '')) AS key
+             t AS (SELECT start_ns, dur_ns, step, kind AS task_kind, coalesce(name, '') AS name, op
                    FROM tasks WHERE run_id = $run AND dur_ns > 0),
-             keys AS (SELECT DISTINCT task_kind, key FROM t WHERE task_kind NOT IN ({non_compute})),
+             keys AS (SELECT DISTINCT task_kind, name, op FROM t WHERE task_kind NOT IN ({non_compute})),
+             classed AS (SELECT k.task_kind, k.name, k.op, {op_class} AS op_class FROM keys k),
              key_bucket AS (  -- classify each distinct op once, not each task
-               SELECT k.task_kind, k.key,
+               SELECT c.task_kind, c.name, c.op,
                       (SELECT r.bucket FROM rules r
-                       WHERE (list_contains(r.kinds, '*') OR list_contains(r.kinds, k.task_kind))
-                         AND regexp_matches(k.key, r.pattern)
+                       WHERE (list_contains(r.kinds, '*') OR list_contains(r.kinds, c.task_kind))
+                         AND (list_contains(r.classes, '*') OR list_contains(r.classes, c.op_class))
                        ORDER BY r.priority LIMIT 1) AS bucket
-               FROM keys k),
+               FROM classed c),
              classified AS (
                SELECT t.start_ns, t.dur_ns, t.step,
                       CASE WHEN t.task_kind IN ('COMMUNICATION', 'COMM_TASK') THEN 'comm'
                            WHEN t.task_kind = 'MEMCPY' THEN 'memcpy'
                            ELSE kb.bucket END AS bucket
-               FROM t LEFT JOIN key_bucket kb USING (task_kind, key))
+               FROM t LEFT JOIN key_bucket kb ON kb.task_kind = t.task_kind AND kb.name = t.name
+                    AND coalesce(kb.op, '') = coalesce(t.op, ''))
         SELECT start_ns AS s, start_ns + dur_ns AS e, step, bucket FROM classified WHERE bucket IS NOT NULL""",
         params,
     ).fetchall()

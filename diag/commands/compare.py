@@ -31,7 +31,11 @@ def compare(
     out = console()
     for w in result.warnings:
         out.print(f"[yellow]warning:[/] {w}")
+    for note in result.notes():
+        out.print(f"[yellow]data quality:[/] {note}")
     a, b = result.run_a, result.run_b
+    steps = {side: (f"{n} steps" if src == "timeline" else "no steps: nsys stats kernel summary")
+             for side, n, src in (("A", result.steps_a, result.source_a), ("B", result.steps_b, result.source_b))}  # fmt: skip
     table = Table(
         "op class",
         "A calls",
@@ -41,7 +45,7 @@ def compare(
         "A/B",
         "lost ms/step",
         title=f"A = run {a['run_id']} {a['name']} ({a['platform']}) vs B = run {b['run_id']} "
-        f"{b['name']} ({b['platform']}), {result.steps_a} vs {result.steps_b} steps",
+        f"{b['name']} ({b['platform']}); A: {steps['A']}, B: {steps['B']}",
     )
     for c in result.classes:
         table.add_row(
@@ -58,11 +62,21 @@ def compare(
     for o in result.overall:
         overall.add_row(
             o["bucket"],
-            f"{o['per_step_a_ms']:.3f}",
-            f"{o['per_step_b_ms']:.3f}",
+            _ms(o["per_step_a_ms"]),
+            _ms(o["per_step_b_ms"]),
             "-" if o["ratio"] is None else f"{o['ratio']:.2f}×",
         )
     out.print(overall)
+    loss = result.biggest_loss()
+    if loss:
+        out.print(
+            f"biggest loss: {loss['label']} +{loss['delta_per_step_ms']:.3f} ms/step "
+            f"({_ms(loss['per_step_a_ms'])} vs {_ms(loss['per_step_b_ms'])} ms)"
+        )
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
 
 
 def register(app: typer.Typer) -> None:

@@ -8,6 +8,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from diag.analyses.counts import KernelCounts, kernel_counts
 from diag.analyses.findings import device_findings
 from diag.analyses.log_diagnosis import log_findings
 from diag.analyses.runs import list_runs
@@ -70,12 +71,13 @@ def step_json(s: StepBreakdown) -> dict:
     }
 
 
-def breakdown_json(bd: Breakdown) -> dict:
+def breakdown_json(bd: Breakdown, counts: KernelCounts | None = None) -> dict:
     return {
         "run_id": bd.run_id,
         "step_source": bd.step_source,
         "steps": [step_json(s) for s in bd.steps],
         "total": step_json(bd.total) if bd.total else None,
+        "counts": counts.to_json() if counts else None,
     }
 
 
@@ -83,11 +85,19 @@ def breakdown_cmd(db: DbOption = DEFAULT, run: RunOption = None, as_json: JsonOp
     """Device time per step: compute by class, communication, data movement, idle (they sum to E2E)."""
     with Store(db, read_only=True) as store:
         result = [breakdown(store, rid) for rid in _run_ids(store, run)]
+        counts = [kernel_counts(store, bd.run_id, bd) for bd in result]
     if as_json:
-        print_json({"db": db, "runs": [breakdown_json(b) for b in result]})
+        print_json({"db": db, "runs": [breakdown_json(b, c) for b, c in zip(result, counts, strict=True)]})
         return
     out = console()
-    for bd in result:
+    for bd, c in zip(result, counts, strict=True):
+        per_step = "-" if c.kernels_per_step is None else f"{c.kernels_per_step:,.1f}"
+        out.print(
+            f"run {bd.run_id}: {c.device_kernels:,} device kernels · {c.operator_types:,} operator types · "
+            f"{per_step} kernels per step"
+        )
+        if c.note():
+            out.print(f"[yellow]data quality:[/] {c.note()}")
         table = Table("step", "E2E", *[BUCKET_LABELS[b] for b in BUCKETS], title=f"run {bd.run_id}")
         for s in [*bd.steps, *([bd.total] if bd.total and len(bd.steps) > 1 else [])]:
             label = "total" if s is bd.total else ("-" if s.step is None else str(s.step))
