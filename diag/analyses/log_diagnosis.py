@@ -1,14 +1,14 @@
 """Root causes from CANN / torch_npu logs: which classified record is the failure, which are its echoes.
 
 Records were classified at ingest (``rules/log_patterns.toml``).  Here the flagged ones (severity other than
-``none``) of every file and rank are put in time order and cut into *episodes* where consecutive records
-are more than ``episode_gap_s`` apart (an HCCL notify wait times out 1800 s after the failure that stalled
-it, so its EI0002 must land in the same episode).  Within an episode the records of one category form one
-candidate; candidates are ranked by severity, then role (a ``cause`` before a ``symptom`` such as EI0002 on
-another rank, a ``consequence`` such as a watchdog abort, or a ``wrapper`` such as ERR00100), then the
-category's rank, then time.  The first is the root cause; symptoms, consequences and wrappers after it are
-marked as its echoes.  Console lines without a timestamp take the time of the record before them in the
-same file (or the file's first timestamp).
+``none``) are cut into incident *episodes* (``log_episodes``: time-consistent records of one job / run, each
+record's time and rank its own or its source's — file + console prefix — never another's).  Within an episode
+the records of one category form one candidate; candidates are ranked by severity, then role (a ``cause``
+before a ``symptom`` such as EI0002 on another rank, a ``consequence`` such as a watchdog abort, or a
+``wrapper`` such as ERR00100), then the category's rank, then time.  The first is the root cause; symptoms,
+consequences and wrappers of the same episode after it are marked as its echoes.  A wrapper names the code of
+a record of its own source just after it (``[log_episodes]`` wrap_records / wrap_window_s).  Titles,
+explanations and fixes are the rule's templates filled from the records (``log_explain``).
 
 Also: findings in the shape of ``findings.Finding`` (``log:<category>``), accessors for the Logs page, and
 ``log_evidence_for_ops`` for the Fallback page.  Data only; nothing here draws.
@@ -16,6 +16,7 @@ Also: findings in the shape of ``findings.Finding`` (``log:<category>``), access
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 from dataclasses import asdict, dataclass, field
@@ -24,7 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from diag.analyses.error_codes import describe_code, error_codes  # noqa: F401  (error_codes: re-exported)
+from diag.analyses import log_episodes
 from diag.analyses.findings import Finding
+from diag.analyses.log_episodes import Episode, episode_ctes, scope_filter
+from diag.analyses.log_explain import explain
 from diag.store import Store
 
 RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
@@ -71,7 +75,9 @@ class Evidence:
     code: str | None
     rule_id: str
     raw: str
-    wraps: str | None = None  # for a wrapper (ERR00100…): the first real code printed after it
+    wraps: str | None = None  # for a wrapper (ERR00100…): the first real code printed after it in its source
+    origin: str | None = None  # the record's source within its file (console prefix); None: the file itself
+    eff_ns: int | None = None  # its time, or (untimed) the time of the nearest timed record of its source
 
 
 @dataclass
@@ -93,13 +99,16 @@ class RootCause:
     explanation: str
     fix: str
     evidence: list[Evidence] = field(default_factory=list)
+    origins: list[str] = field(default_factory=list)  # console prefixes of its records (none: whole files)
+    figures: dict[str, Any] = field(default_factory=dict)  # numbers its first record with figures states
+    advice: list[str] = field(default_factory=list)  # what those figures say (OOM: request, free, reserved…)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def _run_filter(run_id: int | None, alias: str = "l") -> tuple[str, list[Any]]:
-    return ("", []) if run_id is None else (f" AND {alias}.run_id = ?", [run_id])
+def _run_filter(run_id: int | None) -> tuple[str, list[Any]]:
+    return scope_filter(run_id)
 
 
 def _rule_table() -> list[tuple[str, int, int]]:
@@ -111,62 +120,55 @@ def _rule_table() -> list[tuple[str, int, int]]:
     ]
 
 
-def _candidates(store: Store, run_id: int | None) -> list[dict[str, Any]]:
+def _candidates(
+    store: Store, run_id: int | None, job_id: int | None = None, episode: int | None = None
+) -> list[dict[str, Any]]:
     """Flagged records per (episode, category), aggregated in DuckDB (there may be millions of them)."""
-    rules = log_rules()
-    gap_ns = int(float(rules["settings"].get("episode_gap_s", 1900)) * 1e9)
-    n_ev = int(rules["settings"].get("max_evidence", 8))
-    where, params = _run_filter(run_id)
+    n_ev = int(log_rules()["settings"].get("max_evidence", 8))
+    where, params = scope_filter(run_id, job_id)
     values = ", ".join("(?, ?, ?)" for _ in _rule_table())
     flat = [v for row in _rule_table() for v in row]
+    only = "" if episode is None else " WHERE ep.episode = ?"
     sql = f"""
-    WITH rr(rule_id, role_rank, cat_rank) AS (VALUES {values}),
-    f AS (SELECT l.file_id, l.record_no, l.line_no, l.ts_ns, l.level, l.pid, l.rank, l.code, l.category,
-                 l.rule_id, l.severity, l.raw, coalesce(rr.role_rank, 0) AS role_rank,
-                 coalesce(rr.cat_rank, 50) AS cat_rank  -- a rule gone from the file since ingest: a cause
-          FROM log_records l LEFT JOIN rr USING (rule_id)
-          WHERE l.category IS NOT NULL AND l.severity <> 'none'{where}),
-    franks AS (SELECT file_id, mode(rank) AS frank FROM log_records
-               WHERE rank IS NOT NULL AND file_id IN (SELECT file_id FROM f) GROUP BY file_id),
-    timed AS (SELECT file_id, record_no, ts_ns FROM log_records
-              WHERE ts_ns IS NOT NULL AND file_id IN (SELECT file_id FROM f WHERE ts_ns IS NULL)),
-    firsts AS (SELECT file_id, min(ts_ns) AS t0 FROM timed GROUP BY file_id),
-    e AS (SELECT f.*, coalesce(f.ts_ns, t.ts_ns, firsts.t0) AS eff_ns, coalesce(f.rank, franks.frank) AS eff_rank,
+    WITH {episode_ctes(where)},
+    rr(rule_id, role_rank, cat_rank) AS (VALUES {values}),
+    g AS (SELECT ep.*, coalesce(rr.role_rank, 0) AS role_rank,
+                 coalesce(rr.cat_rank, 50) AS cat_rank,  -- a rule gone from the file since ingest: a cause
                  files.source
-          FROM f ASOF LEFT JOIN timed t ON f.file_id = t.file_id AND f.record_no >= t.record_no
-          LEFT JOIN firsts ON firsts.file_id = f.file_id LEFT JOIN franks ON franks.file_id = f.file_id
-          JOIN files ON files.file_id = f.file_id),
-    g AS (SELECT *, CASE WHEN eff_ns IS NULL THEN -file_id ELSE
-                 sum(CASE WHEN eff_ns - prev > {gap_ns} THEN 1 ELSE 0 END) OVER (ORDER BY eff_ns, file_id, record_no)
-                 END AS episode
-          FROM (SELECT *, lag(eff_ns) OVER (ORDER BY eff_ns, file_id, record_no) AS prev FROM e))
+          FROM ep LEFT JOIN rr USING (rule_id) JOIN files ON files.file_id = ep.file_id{only})
     SELECT episode, category, count(*) AS n, min(eff_ns) AS first_ns, max(eff_ns) AS last_ns,
            min(CASE severity WHEN 'high' THEN 0 WHEN 'medium' THEN 1 WHEN 'low' THEN 2 ELSE 3 END) AS sev,
            min(role_rank) AS role, min(cat_rank) AS cat_rank, list(DISTINCT rule_id) AS rule_ids,
-           list(DISTINCT code) FILTER (WHERE code IS NOT NULL) AS codes,
+           list_distinct(flatten(list(list_concat(coalesce(codes, []), [code])))) AS codes,
            list(DISTINCT eff_rank) FILTER (WHERE eff_rank IS NOT NULL) AS ranks, list(DISTINCT source) AS files,
-           list(struct_pack(file := source, file_id, record_no, line_no, ts_ns, rank := eff_rank, pid, level,
-                            code, rule_id, raw)
+           list(DISTINCT src) FILTER (WHERE src <> '') AS origins,
+           list(struct_pack(file := source, file_id, record_no, line_no, ts_ns, rank := eff_rank, pid,
+                            level, code, rule_id, raw, origin, eff_ns)
                 ORDER BY role_rank, eff_ns NULLS LAST, file_id, record_no)[1:{n_ev}] AS evidence,
-           arg_min(rule_id, role_rank * 1000000 + record_no) AS lead_rule
+           arg_min(rule_id, role_rank * 1000000 + record_no) AS lead_rule,
+           arg_min(figures, record_no) FILTER (WHERE figures IS NOT NULL) AS figures
     FROM g GROUP BY episode, category"""
     cur = store.cursor()
     cols = ["episode", "category", "n", "first_ns", "last_ns", "sev", "role", "cat_rank", "rule_ids", "codes",
-            "ranks", "files", "evidence", "lead_rule"]  # fmt: skip
-    return [dict(zip(cols, row, strict=True)) for row in cur.execute(sql, flat + params).fetchall()]
+            "ranks", "files", "origins", "evidence", "lead_rule", "figures"]  # fmt: skip
+    args = params + flat + ([] if episode is None else [episode])
+    return [dict(zip(cols, row, strict=True)) for row in cur.execute(sql, args).fetchall()]
 
 
-def root_causes(store: Store, run_id: int | None = None) -> list[RootCause]:
-    """Ranked root-cause candidates of the logs of ``run_id`` (None: every log in the store)."""
-    cands = _candidates(store, run_id)
+def root_causes(
+    store: Store, run_id: int | None = None, *, job_id: int | None = None, episode: int | None = None
+) -> list[RootCause]:
+    """Ranked root-cause candidates of the logs of ``run_id`` / ``job_id`` (neither: every log in the store),
+    of one ``episode`` when given (numbers from ``log_episodes.episodes`` of the same scope)."""
+    cands = _candidates(store, run_id, job_id, episode)
     by_episode: dict[int, list[dict[str, Any]]] = {}
     for c in cands:
         by_episode.setdefault(c["episode"], []).append(c)
     for group in by_episode.values():
         group.sort(key=lambda c: (c["sev"], c["role"], c["cat_rank"], c["first_ns"] or 0))
-    episodes = sorted(by_episode.values(), key=lambda g: (g[0]["sev"], g[0]["role"], g[0]["first_ns"] or 0))
+    ranked = sorted(by_episode.values(), key=lambda g: (g[0]["sev"], g[0]["role"], g[0]["first_ns"] or 0))
     out: list[RootCause] = []
-    for group in episodes:
+    for group in ranked:
         top = len(out) + 1
         for i, c in enumerate(group):
             echo = top if i and group[0]["role"] == 0 and c["role"] > 0 else None
@@ -175,15 +177,33 @@ def root_causes(store: Store, run_id: int | None = None) -> list[RootCause]:
     return out
 
 
+def episodes(store: Store, run_id: int | None = None, job_id: int | None = None) -> list[Episode]:
+    """The scope's episodes, each with its top root cause (``root_cause``) and whether it is an incident."""
+    eps = log_episodes.episodes(store, run_id, job_id)
+    top: dict[int, RootCause] = {}
+    for rc in root_causes(store, run_id, job_id=job_id):
+        top.setdefault(rc.episode, rc)
+    for ep in eps:
+        rc = top.get(ep.episode)
+        if rc is not None:
+            ep.root_cause = {"rank": rc.rank, "category": rc.category, "title": rc.title,
+                             "severity": rc.severity, "role": rc.role}  # fmt: skip
+            ep.incident = rc.severity in ("high", "medium")
+    return eps
+
+
 def _root_cause(rank: int, c: dict[str, Any], echo_of: int | None) -> RootCause:
     rules = log_rules()
-    lead = rules["rule"].get(c["lead_rule"], {})
     roles = {v: k for k, v in ROLE_ORDER.items()}
+    evidence = [Evidence(**e) for e in c["evidence"]]
+    figures = json.loads(c["figures"]) if isinstance(c["figures"], str) else dict(c["figures"] or {})
+    lead_code = next((e.code for e in evidence if e.code), None)
+    said = explain(c["lead_rule"], c["category"], [e.raw for e in evidence], figures, lead_code)
     return RootCause(
         rank=rank,
         episode=int(c["episode"]),
         category=c["category"],
-        title=rules["category"].get(c["category"], {}).get("title", c["category"]),
+        title=said.title,
         severity={v: k for k, v in SEVERITY_ORDER.items()}[c["sev"]],
         role=roles[c["role"]],
         echo_of=echo_of,
@@ -194,25 +214,39 @@ def _root_cause(rank: int, c: dict[str, Any], echo_of: int | None) -> RootCause:
         codes=[describe_code(k) for k in sorted(c["codes"] or [])],
         ranks=sorted(c["ranks"] or []),
         files=sorted(c["files"]),
-        explanation=lead.get("explanation", ""),
-        fix=lead.get("fix", ""),
-        evidence=[Evidence(**e) for e in c["evidence"]],
+        explanation=said.explanation,
+        fix=said.fix,
+        evidence=evidence,
+        origins=sorted(c["origins"] or []),
+        figures=figures,
+        advice=said.advice,
     )
 
 
+_WRAPPED_CODE = """
+    SELECT real[1] FROM (
+        SELECT record_no, ts_ns, list_filter(list_concat(coalesce(codes, []), [code]),
+                                             lambda c: c NOT LIKE 'ERR%' AND NOT regexp_matches(c, '^E.9999$')) AS real
+        FROM log_records WHERE file_id = $file AND coalesce(origin, '') = $src AND record_no >= $rec
+        ORDER BY record_no LIMIT $n)
+    WHERE len(real) > 0 AND ($ts IS NULL OR ts_ns IS NULL OR abs(ts_ns - $ts) <= $window)
+    ORDER BY record_no LIMIT 1"""
+
+
 def _add_wrapped_codes(store: Store, causes: list[RootCause]) -> None:
-    """A wrapper (ERR00100, EZ9999 Inner Error!) names the real code printed in the next few records."""
+    """A wrapper (ERR00100, EZ9999 Inner Error!) names the real code printed in its own record or the next
+    few records *of its own source*, close in time: never a code of another process."""
     cur = store.cursor()
+    s = log_episodes.settings()
     for rc in causes:
         for ev in rc.evidence:
             if log_rules()["rule"].get(ev.rule_id, {}).get("role") != "wrapper":
                 continue
             row = cur.execute(
-                """SELECT code FROM log_records WHERE file_id = ? AND record_no > ? AND record_no <= ? + 6
-                   AND code IS NOT NULL AND code NOT LIKE 'ERR%' AND code NOT SIMILAR TO 'E.9999'
-                   ORDER BY record_no LIMIT 1""",
-                [ev.file_id, ev.record_no, ev.record_no],
-            ).fetchall()
+                _WRAPPED_CODE,
+                {"file": ev.file_id, "src": ev.origin or "", "rec": ev.record_no, "n": int(s["wrap_records"]) + 1,
+                 "ts": ev.eff_ns, "window": int(float(s["wrap_window_s"]) * 1e9)},
+            ).fetchall()  # fmt: skip
             ev.wraps = row[0][0] if row else None
 
 

@@ -1,25 +1,33 @@
 """``diag logs``: ranked root causes found in the CANN / torch_npu logs, then the classified records.
 
-``diag logs [--db FILE] [--run ID] [--limit N] [--json]``; ``--run`` keeps the logs of one run (those
-ingested from its folder), otherwise every log in the database counts.
+``diag logs [--db FILE] [--run ID | --job ID] [--episode N | --all-episodes] [--limit N] [--json]``; ``--run``
+keeps the logs of one run (those ingested from its folder), ``--job`` those of every run of a job.  With neither,
+the root causes are those of the *latest incident episode* (``diag.analyses.log_episodes``: time-consistent
+records of one job / run / the logs of no run), named with its files, origins and time range, the other episodes
+listed; ``--episode N`` picks another, ``--all-episodes`` every one.
 
 JSON (``--json``, a stable interface)::
 
-    {"db": str, "run": int | null,
+    {"db": str, "run": int | null, "job": int | null,
+     "scope": str,                      # what the root causes cover, in words
+     "episode": int | null,             # the episode they cover; null: every episode of the run / job / store
+     "episodes": [{"episode", "start_ns", "end_ns", "records", "files", "origins", "runs", "ranks",
+                   "root_cause": {"rank", "category", "title", "severity", "role"} | null, "incident"}],
      "root_causes": [{"rank": 1, "episode": int, "category": str, "title": str,
                       "severity": "high|medium|low|info", "role": "cause|symptom|consequence|wrapper",
                       "echo_of": int | null, "count": int, "first_ns": int | null, "last_ns": int | null,
                       "rule_ids": [str], "codes": [{"code", "component", "meaning", "typical_fix"}],
                       "ranks": [int], "files": [str], "explanation": str, "fix": str,
                       "evidence": [{"file", "file_id", "record_no", "line_no", "ts_ns", "rank", "pid", "level",
-                                    "code", "rule_id", "raw", "wraps"}]}],
+                                    "code", "rule_id", "raw", "wraps", "origin", "eff_ns"}],
+                      "origins": [str], "figures": {str: number}, "advice": [str]}],
      "records": [{"file_id", "source", "record_no", "line_no", "line_count", "ts_ns", "level", "module", "pid",
                   "tid", "process_name", "device_id", "rank", "source_loc", "code", "category", "rule_id",
                   "severity", "message", "raw"}],
      "records_shown": int}
 
 ``root_causes`` is ranked (``rank`` 1 = the most likely root cause; ``echo_of`` names the rank a symptom,
-consequence or wrapper most likely follows from). ``records`` are the records a rule flagged (noise
+consequence or wrapper of the same episode most likely follows from; ``episode`` is its episode). ``records`` are the records a rule flagged (noise
 excluded), most severe first, at most ``--limit``. Times are int64 ns of the logs' local time, as if UTC.
 """
 
@@ -32,12 +40,18 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from diag.analyses.log_diagnosis import classified_records, root_causes
+from diag.analyses.log_diagnosis import classified_records, episodes, root_causes
+from diag.analyses.log_episodes import Episode, describe, latest_incident, others_text
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
 from diag.errors import DiagError
 from diag.store import Store
 
 RunOption = Annotated[int | None, typer.Option("--run", help="Logs of this run only (default: every log).")]
+JobOption = Annotated[int | None, typer.Option("--job", help="Logs of every run of this job.")]
+EpisodeOption = Annotated[
+    int | None, typer.Option("--episode", help="This episode (default: the latest incident episode).")
+]
+AllOption = Annotated[bool, typer.Option("--all-episodes", help="Every episode of the scope, not one.")]
 LimitOption = Annotated[int, typer.Option("--limit", help="At most this many classified records.")]
 
 
@@ -47,23 +61,63 @@ def _time(ns: int | None) -> str:
     return datetime.fromtimestamp(ns / 1e9, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
+def pick_episode(
+    eps: list[Episode], asked: int | None, default_latest: bool
+) -> tuple[Episode | None, str]:
+    """The episode the root causes cover and the words for it: ``asked``, else (no run / job given) the latest
+    incident episode, else none (every episode of the scope)."""
+    if asked is not None:
+        chosen = next((e for e in eps if e.episode == asked), None)
+        if chosen is None:
+            raise DiagError(f"no episode {asked} (there are {len(eps)})")
+    elif default_latest:
+        chosen = latest_incident(eps)
+    else:
+        chosen = None
+    if chosen is None:
+        return None, f"every episode ({len(eps)})"
+    label = "latest incident " if asked is None and chosen.incident else ""
+    rest = others_text(eps, chosen)
+    return chosen, f"{label}{describe(chosen)}" + (f". {rest}" if rest else "")
+
+
+def _check_scope(store: Store, run: int | None, job: int | None) -> None:
+    if run is not None and job is not None:
+        raise DiagError("give --run or --job, not both")
+    for what, key in (("run", run), ("job", job)):
+        sql = f"SELECT 1 FROM {what}s WHERE {what}_id = ?"
+        if key is not None and not store.cursor().execute(sql, [key]).fetchall():
+            raise DiagError(f"no {what} {key} in {store.path}")
+
+
 def logs(
-    db: DbOption = DEFAULT, run: RunOption = None, limit: LimitOption = 200, as_json: JsonOption = False
+    db: DbOption = DEFAULT,
+    run: RunOption = None,
+    job: JobOption = None,
+    episode: EpisodeOption = None,
+    all_episodes: AllOption = False,
+    limit: LimitOption = 200,
+    as_json: JsonOption = False,
 ) -> None:
-    """Ranked root causes from the logs (first cause vs. its echoes on other ranks), then the flagged records."""
+    """Ranked root causes of one incident episode (first cause vs. its echoes on other ranks), then the flagged
+    records."""
     with Store(db, read_only=True) as store:
-        if (
-            run is not None
-            and not store.cursor().execute("SELECT 1 FROM runs WHERE run_id = ?", [run]).fetchall()
-        ):
-            raise DiagError(f"no run {run} in {store.path}")
-        causes = root_causes(store, run)
+        _check_scope(store, run, job)
+        eps = episodes(store, run, job)
+        default_latest = run is None and job is None and not all_episodes
+        chosen, scope = pick_episode(eps, episode, default_latest)
+        number = chosen.episode if chosen else None
+        causes = root_causes(store, run, job_id=job, episode=number)
         records = classified_records(store, run, limit=limit)
     if as_json:
         print_json(
             {
                 "db": db,
                 "run": run,
+                "job": job,
+                "scope": scope,
+                "episode": number,
+                "episodes": [e.to_json() for e in eps],
                 "root_causes": [c.to_json() for c in causes],
                 "records": records,
                 "records_shown": len(records),
@@ -71,6 +125,7 @@ def logs(
         )
         return
     out = console()
+    out.print(f"Scope: {escape(scope)}")
     if not causes:
         out.print("No error found in the logs.")
     table = Table("#", "severity", "category", "role", "ranks", "records", "first", "evidence", "fix",
