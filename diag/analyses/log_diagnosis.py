@@ -24,10 +24,17 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from diag.analyses.error_codes import describe_code, error_codes  # noqa: F401  (error_codes: re-exported)
 from diag.analyses import log_episodes
+from diag.analyses.error_codes import describe_code, error_codes  # noqa: F401  (error_codes: re-exported)
 from diag.analyses.findings import Finding
-from diag.analyses.log_episodes import Episode, episode_ctes, scope_filter
+from diag.analyses.log_episodes import (
+    Episode,
+    describe,
+    episode_ctes,
+    latest_incident,
+    others_text,
+    scope_filter,
+)
 from diag.analyses.log_explain import explain
 from diag.store import Store
 
@@ -192,8 +199,43 @@ def episodes(store: Store, run_id: int | None = None, job_id: int | None = None)
     return eps
 
 
+@dataclass
+class LogScope:
+    """What a log report covers: one episode's root causes (or every episode's), in words."""
+
+    causes: list[RootCause]
+    episodes: list[Episode]
+    episode: Episode | None  # None: every episode of the run / job / store
+    scope: str  # 'latest incident episode #2 (2025-09-04 09:50:11.954378; concat.log; rank0)'
+    others: str  # 'N other episode(s): …' or ''
+
+
+def log_scope(
+    store: Store,
+    run_id: int | None = None,
+    job_id: int | None = None,
+    episode: int | None = None,
+    every_episode: bool = False,
+) -> LogScope:
+    """The root causes of ``episode``, else (no run / job, not ``every_episode``) of the latest incident
+    episode, else of every episode of the scope."""
+    eps = episodes(store, run_id, job_id)
+    if episode is not None:
+        chosen = next((e for e in eps if e.episode == episode), None)
+        if chosen is None:
+            raise ValueError(f"no episode {episode} (there are {len(eps)})")
+    elif run_id is None and job_id is None and not every_episode:
+        chosen = latest_incident(eps)
+    else:
+        chosen = None
+    causes = root_causes(store, run_id, job_id=job_id, episode=chosen.episode if chosen else None)
+    if chosen is None:
+        return LogScope(causes, eps, None, f"every episode ({len(eps)})", "")
+    label = "" if episode is not None else ("latest incident " if chosen.incident else "latest log ")
+    return LogScope(causes, eps, chosen, label + describe(chosen, cause=False), others_text(eps, chosen))
+
+
 def _root_cause(rank: int, c: dict[str, Any], echo_of: int | None) -> RootCause:
-    rules = log_rules()
     roles = {v: k for k, v in ROLE_ORDER.items()}
     evidence = [Evidence(**e) for e in c["evidence"]]
     figures = json.loads(c["figures"]) if isinstance(c["figures"], str) else dict(c["figures"] or {})

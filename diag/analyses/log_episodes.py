@@ -30,7 +30,7 @@ from diag.store import Store
 
 def settings() -> dict[str, float]:
     """``[log_episodes]`` of thresholds.toml, with the defaults documented there."""
-    defaults = {"gap_s": 1900, "borrow_time_records": 20, "wrap_records": 6, "wrap_window_s": 5}
+    defaults = {"gap_s": 1900, "borrow_time_records": 50, "wrap_records": 6, "wrap_window_s": 5}
     return defaults | thresholds().get("log_episodes", {})
 
 
@@ -139,15 +139,15 @@ def span_text(start_ns: int | None, end_ns: int | None) -> str:
     return lo if lo == hi else f"{lo} – {hi[11:] if hi[:10] == lo[:10] else hi}"
 
 
-def describe(ep: Episode) -> str:
-    """One line naming an episode: number, time range, files, origins, root cause."""
+def describe(ep: Episode, cause: bool = True) -> str:
+    """One line naming an episode: number, time range, files, origins and (``cause``) its root cause."""
     names = ", ".join(f.rsplit("/", 1)[-1] for f in ep.files)
     origins = ", ".join(o for o in ep.origins if o)
-    cause = f" — {ep.root_cause['title']}" if ep.root_cause else ""
+    title = f" — {ep.root_cause['title']}" if cause and ep.root_cause else ""
     return (
         f"episode #{ep.episode} ({span_text(ep.start_ns, ep.end_ns)}; {names}"
         + (f"; {origins}" if origins else "")
-        + f"){cause}"
+        + f"){title}"
     )
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from diag.analyses.compare import compare
 from diag.analyses.findings import Finding, device_findings
-from diag.analyses.log_diagnosis import RootCause, root_causes
+from diag.analyses.log_diagnosis import RootCause, log_scope
 from diag.analyses.postmortem_env import environment
 from diag.analyses.postmortem_notes import load_notes
 from diag.analyses.postmortem_serving import serving_story
@@ -70,6 +70,8 @@ class Postmortem:
     clock: dict[str, Any] = field(default_factory=dict)  # log_offset_ns (log clock − trace clock), basis
     serving: list[dict[str, Any]] = field(default_factory=list)  # judged serving runs of this deployment
     serving_comparison: dict[str, Any] | None = None  # serving figures against the baseline deployment's
+    episode: int | None = None  # the log episode covered when no run / job was given (None: every log)
+    episodes: list[dict[str, Any]] = field(default_factory=list)  # every log episode of the scope
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -279,7 +281,10 @@ def _build_run(store: Store, run_id: int | None, baseline_run_id: int | None) ->
     pm = Postmortem(run_id, baseline_run_id, scope, "", "")
 
     # -- logs: the incident timeline and the log root cause ------------------------------------------------
-    causes = root_causes(store, run_id)
+    logs = log_scope(store, run_id)
+    causes, pm.episodes = logs.causes, [e.to_json() for e in logs.episodes]
+    if logs.episode is not None:  # no run: the latest incident episode, not every log stitched together
+        pm.episode, pm.scope = logs.episode.episode, logs.scope
     serious = [c for c in causes if c.severity in ("high", "medium")]
     ordered = sorted(serious, key=lambda c: (c.first_ns is None, c.first_ns or 0, c.rank))
     for i, rc in enumerate(ordered):
@@ -294,6 +299,10 @@ def _build_run(store: Store, run_id: int | None, baseline_run_id: int | None) ->
                 Statement(f"{_ts(last)} — End: the last flagged log record", {"time_range_ns": [last, last]})
             )
         pm.impact.append(log_count_statement(serious))
+    if logs.others:
+        pm.what_happened.append(
+            Statement(f"Not covered here: {logs.others}", {"figures": {"episodes": len(logs.episodes)}})
+        )
 
     # -- device data: the performance story ------------------------------------------------------------------
     findings: list[Finding] = []

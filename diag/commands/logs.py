@@ -40,8 +40,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from diag.analyses.log_diagnosis import classified_records, episodes, root_causes
-from diag.analyses.log_episodes import Episode, describe, latest_incident, others_text
+from diag.analyses.log_diagnosis import classified_records, log_scope
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
 from diag.errors import DiagError
 from diag.store import Store
@@ -59,26 +58,6 @@ def _time(ns: int | None) -> str:
     if ns is None:
         return "-"
     return datetime.fromtimestamp(ns / 1e9, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
-
-
-def pick_episode(
-    eps: list[Episode], asked: int | None, default_latest: bool
-) -> tuple[Episode | None, str]:
-    """The episode the root causes cover and the words for it: ``asked``, else (no run / job given) the latest
-    incident episode, else none (every episode of the scope)."""
-    if asked is not None:
-        chosen = next((e for e in eps if e.episode == asked), None)
-        if chosen is None:
-            raise DiagError(f"no episode {asked} (there are {len(eps)})")
-    elif default_latest:
-        chosen = latest_incident(eps)
-    else:
-        chosen = None
-    if chosen is None:
-        return None, f"every episode ({len(eps)})"
-    label = "latest incident " if asked is None and chosen.incident else ""
-    rest = others_text(eps, chosen)
-    return chosen, f"{label}{describe(chosen)}" + (f". {rest}" if rest else "")
 
 
 def _check_scope(store: Store, run: int | None, job: int | None) -> None:
@@ -103,11 +82,11 @@ def logs(
     records."""
     with Store(db, read_only=True) as store:
         _check_scope(store, run, job)
-        eps = episodes(store, run, job)
-        default_latest = run is None and job is None and not all_episodes
-        chosen, scope = pick_episode(eps, episode, default_latest)
-        number = chosen.episode if chosen else None
-        causes = root_causes(store, run, job_id=job, episode=number)
+        try:
+            scope = log_scope(store, run, job, episode, all_episodes)
+        except ValueError as exc:
+            raise DiagError(str(exc)) from None
+        causes = scope.causes
         records = classified_records(store, run, limit=limit)
     if as_json:
         print_json(
@@ -115,9 +94,9 @@ def logs(
                 "db": db,
                 "run": run,
                 "job": job,
-                "scope": scope,
-                "episode": number,
-                "episodes": [e.to_json() for e in eps],
+                "scope": scope.scope + (f". {scope.others}" if scope.others else ""),
+                "episode": scope.episode.episode if scope.episode else None,
+                "episodes": [e.to_json() for e in scope.episodes],
                 "root_causes": [c.to_json() for c in causes],
                 "records": records,
                 "records_shown": len(records),
@@ -125,7 +104,7 @@ def logs(
         )
         return
     out = console()
-    out.print(f"Scope: {escape(scope)}")
+    out.print(escape(f"Scope: {scope.scope}" + (f". {scope.others}" if scope.others else "")))
     if not causes:
         out.print("No error found in the logs.")
     table = Table("#", "severity", "category", "role", "ranks", "records", "first", "evidence", "fix",
