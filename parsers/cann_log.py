@@ -38,16 +38,8 @@ import pyarrow as pa
 from diag.errors import BadInputError
 from parsers._base import ParseContext, ParseResult, Probe
 from parsers._io import one_line
-from parsers._log_grammar import (
-    COLUMNS,
-    LEVELS,
-    enrich,
-    group_records,
-    mark_starts,
-    parse_lines,
-    split_lines,
-    to_table,
-)
+from parsers._log_grammar import COLUMNS, LEVELS, parse_lines, split_lines
+from parsers._log_records import enrich, group_records, mark_starts, to_table
 from parsers._log_rules import RULES_PATH, Rule, classify, load_rules  # noqa: F401  (re-exported)
 
 BLOCK_BYTES = 4 << 20
@@ -244,7 +236,7 @@ def _noted(result: tuple[pa.Table, _Text], seen: _Text) -> pa.Table:
 
 class CannLogParser:
     name = "cann_log"
-    version = 1
+    version = 2  # 2: origin, codes, figures; records never span two sources
     platform = "ascend"
     creates_run = False  # a log joins the run of its folder when there is one
 
