@@ -320,3 +320,112 @@ def test_templates_name_only_known_fields_and_render_without_them():
 
 
 # -- 5. the trap gallery -------------------------------------------------------------------------------------
+def ns(text: str) -> int:
+    """'2025-09-04 09:50:11.954378' (log local time, stored as if UTC) → int ns."""
+    from datetime import UTC, datetime
+
+    day, frac = text.split(".")
+    base = datetime.strptime(day, "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
+    return int(base.timestamp()) * S + int(frac.ljust(9, "0"))
+
+
+def parser_keeps_sources_apart() -> bool:
+    """Whether the log parser gives the interleaved lines of two processes records of their own (distinct
+    record numbers); the logparse branch's first version numbered a second source's records from 0 again."""
+    from parsers import cann_log
+
+    lines = (TRAPS / "wrapper_other_process" / "console.log").read_text().splitlines()
+    rec = cann_log.group_records(cann_log.mark_starts(cann_log.parse_lines(lines, 1), False))
+    return rec["rec"].n_unique() == rec.height
+
+
+needs_parser = pytest.mark.xfail(
+    not parser_keeps_sources_apart(),
+    reason="parsers/_log_records._record_ids: int_range inside .over() numbers each source's lines from 0, so "
+    "records of a second source get the first source's record numbers (logparse's to fix)",
+    strict=True,
+)
+
+
+def ingest_trap(tmp_path: Path, name: str) -> Store:
+    store = Store(tmp_path / "db.duckdb")
+    summary = ingest_into(store, [TRAPS / name / "console.log"])
+    assert [f.status for f in summary.files] == ["ok"]
+    return store
+
+
+def assert_from_own_records(store: Store, rc) -> None:  # noqa: ANN001
+    """The root cause's time, ranks and codes are those of its own records (or their own source's)."""
+    refs = [(e.file_id, e.record_no) for e in rc.evidence]
+    own = (
+        store.cursor()
+        .execute(
+            "SELECT ts_ns, rank, code, codes, origin FROM log_records WHERE list_contains(?, [file_id, record_no])",
+            [[list(r) for r in refs]],
+        )
+        .fetchall()
+    )
+    assert {e.origin for e in rc.evidence} == {o for *_, o in own} and len(own) == len(refs)
+    assert rc.first_ns is None or rc.first_ns in {e.eff_ns for e in rc.evidence}
+    codes = {c for _, _, code, codes, _ in own for c in (codes or []) + [code] if c}
+    assert {c["code"] for c in rc.codes} <= codes
+    assert set(rc.ranks) <= {e.rank for e in rc.evidence}
+
+
+@needs_parser
+def test_trap_concatenated_logs_every_cause_from_its_own_records(tmp_path):
+    store = ingest_trap(tmp_path, "concatenated_logs")
+    causes = diagnosis.root_causes(store)
+    for rc in causes:
+        assert_from_own_records(store, rc)
+    got = {
+        c.category: (c.episode, c.first_ns, c.ranks, sorted(k["code"] for k in c.codes), c.origins)
+        for c in causes
+    }
+    assert got["device_exception"] == (
+        2,
+        ns("2025-09-04 09:50:11.954378"),
+        [],
+        ["0x31", "EZ9999"],
+        ["pid 838"],
+    )
+    assert got["oom"] == (3, None, [], [], ["VllmWorker TP1 pid=961"])  # untimed: no stranger's time, no rank
+    assert got["hccl_timeout"] == (1, ns("2025-06-25 10:45:23.586187"), [8], ["EI0002"], ["train pid=8464"])
+    assert got["task_timeout"][:4] == (1, ns("2025-06-25 10:45:23.0"), [8], ["507048"])
+    eps = diagnosis.episodes(store)
+    assert [(e.episode, e.origins, e.incident) for e in eps] == [
+        (1, ["train pid=8464"], True), (2, ["pid 838"], True), (3, ["VllmWorker TP1 pid=961"], True),
+        (4, ["rank0"], False),
+    ]  # fmt: skip
+
+
+@needs_parser
+def test_trap_concatenated_logs_report_names_one_episode(tmp_path):
+    store = ingest_trap(tmp_path, "concatenated_logs")
+    pm = build_postmortem(store)
+    assert pm.episode == 2 and pm.root_cause["category"] == "device_exception"
+    assert pm.scope == "latest incident episode #2 (2025-09-04 09:50:11.954378; console.log; pid 838)"
+    told = [s.text for s in pm.what_happened]
+    assert told[0].startswith("2025-09-04 09:50:11.954378 — First error: Device exception")
+    assert told[-1].startswith("Not covered here: 3 other episode(s): episode #1 (2025-06-25 10:45:23.000000")
+    assert not any("Out of device memory" in t or "HCCL" in t for t in told[:-1])
+
+
+@needs_parser
+def test_trap_wrapper_other_process(tmp_path):
+    store = ingest_trap(tmp_path, "wrapper_other_process")
+    causes = by_category(diagnosis.root_causes(store))
+    wrapper = causes["error_wrapper"]
+    assert [(e.origin, e.code, e.wraps) for e in wrapper.evidence] == [
+        ("VllmWorker TP1 pid=1066924", "ERR00100", None)
+    ]  # the EI0002 on the next line is worker TP0's
+    device, hccl = causes["device_exception"], causes["hccl_timeout"]
+    assert (device.rank, device.origins, [c["code"] for c in device.codes]) == (
+        1,
+        ["VllmWorker TP1 pid=1066924"],
+        ["507035"],
+    )
+    assert device.first_ns == ns("2025-04-29 18:46:11.0")  # its own source's stamp, one record away
+    assert (hccl.origins, hccl.echo_of, hccl.episode) == (["VllmWorker TP0 pid=1066923"], 1, device.episode)
+    for rc in causes.values():
+        assert_from_own_records(store, rc)

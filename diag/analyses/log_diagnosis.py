@@ -173,7 +173,10 @@ def root_causes(
         by_episode.setdefault(c["episode"], []).append(c)
     for group in by_episode.values():
         group.sort(key=lambda c: (c["sev"], c["role"], c["cat_rank"], c["first_ns"] or 0))
-    ranked = sorted(by_episode.values(), key=lambda g: (g[0]["sev"], g[0]["role"], g[0]["first_ns"] or 0))
+    ranked = sorted(  # untimed episodes after the timed ones of the same severity and role
+        by_episode.values(),
+        key=lambda g: (g[0]["sev"], g[0]["role"], g[0]["first_ns"] is None, g[0]["first_ns"] or 0),
+    )
     out: list[RootCause] = []
     for group in ranked:
         top = len(out) + 1
