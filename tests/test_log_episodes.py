@@ -15,7 +15,7 @@ import pytest
 from diag.analyses import log_diagnosis as diagnosis
 from diag.analyses.postmortem import build_postmortem
 from diag.store import Store
-from tests.conftest import FIXTURES, cli_json, ingest_into
+from tests.conftest import FIXTURES, ROOT, cli_json, ingest_into, run_cli
 
 TRAPS = FIXTURES / "traps"
 GIB = 1 << 30
@@ -216,6 +216,37 @@ def test_cli_logs_json_names_the_episode(tmp_path):
     assert {c["category"] for c in out["root_causes"]} == {"hccl_timeout", "task_timeout"}
 
 
+def test_cli_report_episode_option(tmp_path):
+    two_incidents(tmp_path).close()
+    code, out = cli_json_report(tmp_path, "--episode", "1")
+    assert code == 0 and out["episode"] == 1 and out["root_cause"]["category"] == "hccl_timeout"
+    assert out["scope"] == "episode #1 (2025-06-25 10:45:23.000000; 014_console.log; train pid=8464)"
+    proc = run_cli("report", "--db", str(tmp_path / "db.duckdb"), "--episode", "9")
+    assert proc.returncode == 1 and "no episode 9 (there are 2)" in proc.stderr
+
+
+def cli_json_report(tmp_path: Path, *args: str) -> tuple[int, dict]:
+    proc = run_cli("report", "--db", str(tmp_path / "db.duckdb"), "--format", "json", *args)
+    return proc.returncode, json.loads(proc.stdout) if proc.returncode == 0 else {}
+
+
+def test_logs_page_shows_one_episode_at_a_time(tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    two_incidents(tmp_path).close()
+    monkeypatch.setenv("DIAG_DB", str(tmp_path / "db.duckdb"))
+    at = AppTest.from_file(str(ROOT / "app" / "main.py"), default_timeout=60)
+    at.run()
+    at.switch_page("app_pages/07_logs.py").run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="logs_episode").value == 2
+    heads = [m.value for m in at.markdown if m.value.startswith("**#")]
+    assert len(heads) == 1 and "Out of device memory" in heads[0]
+    at.selectbox(key="logs_episode").select(1).run()
+    heads = [m.value for m in at.markdown if m.value.startswith("**#")]
+    assert len(heads) == 2 and "HCCL communication failure" in heads[0] and "Device task timeout" in heads[1]
+
+
 # -- 3. advice from the figures ------------------------------------------------------------------------------
 def oom_cause(tmp_path: Path, figures: dict) -> object:
     store = make_store(tmp_path, {"oom.log": [
@@ -240,7 +271,11 @@ def test_oom_advice_claims_no_fragmentation_the_figures_contradict(tmp_path):
     rc = oom_cause(tmp_path, {"requested_bytes": 22 * MIB, "free_bytes": int(19.52 * MIB), "capacity_bytes": int(60.97 * GIB),
                               "allocated_bytes": int(10.24 * GIB), "reserved_bytes": int(10.65 * GIB)})  # fmt: skip
     assert rc.advice[0] == "Requested 22.00 MiB with 19.52 MiB free of 60.97 GiB."
-    assert "not fragmentation" in rc.advice[1] and "fragmentation likely" not in rc.fix
+    assert rc.advice[1] == (
+        "Reserved 10.65 GiB vs allocated 10.24 GiB: 419.84 MiB held by the caching allocator (4% of reserved): "
+        "most of it is in use by tensors."
+    )
+    assert "fragmentation likely" not in rc.fix
     assert "reserved ≫ allocated" not in rc.fix
     assert rc.advice[2].startswith("50.30 GiB of the 60.97 GiB device is neither free nor reserved")
 

@@ -109,7 +109,7 @@ def oom_advice(figures: dict[str, Any]) -> list[str]:
         if held >= share * reserved and (req is None or held >= req):
             out.append(f"{vs} — fragmentation likely (try PYTORCH_NPU_ALLOC_CONF=expandable_segments:True).")
         else:
-            out.append(f"{vs} — not fragmentation: the memory is in use by tensors.")
+            out.append(f"{vs} ({held / reserved:.0%} of reserved): most of it is in use by tensors.")
     if cap is not None and reserved is not None and free is not None:
         outside = cap - reserved - free
         if outside >= float(limits.get("outside_min_share", 0.25)) * cap:

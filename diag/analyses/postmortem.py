@@ -253,7 +253,11 @@ def _steps_for_run(pm: Postmortem, store: Store, run: dict[str, Any]) -> None:
 
 
 def build_postmortem(
-    store: Store, run_id: int | None = None, baseline_run_id: int | None = None, job_id: int | None = None
+    store: Store,
+    run_id: int | None = None,
+    baseline_run_id: int | None = None,
+    job_id: int | None = None,
+    episode: int | None = None,
 ) -> Postmortem:
     """The postmortem of ``run_id`` (its device data and its logs), of every rank of ``job_id``, or (neither)
     of every log in the store. Notes saved for that scope (title, summary, owner, follow-ups) come with it."""
@@ -262,7 +266,7 @@ def build_postmortem(
 
         pm = build_job_postmortem(store, job_id, baseline_run_id)
     else:
-        pm = _build_run(store, run_id, baseline_run_id)
+        pm = _build_run(store, run_id, baseline_run_id, episode)
     pm.notes = load_notes(store, run_id=pm.run_id if pm.job_id is None else None, job_id=pm.job_id)
     scope_runs = [r["run_id"] for r in job_runs(store, pm.job_id)] if pm.job_id is not None else [pm.run_id]
     pm.serving, pm.serving_comparison, said = serving_story(
@@ -272,7 +276,9 @@ def build_postmortem(
     return pm
 
 
-def _build_run(store: Store, run_id: int | None, baseline_run_id: int | None) -> Postmortem:
+def _build_run(
+    store: Store, run_id: int | None, baseline_run_id: int | None, episode: int | None = None
+) -> Postmortem:
     runs = list_runs(store, run_id) if run_id is not None else []
     if run_id is not None and not runs:
         raise ValueError(f"no run {run_id}")
@@ -281,7 +287,7 @@ def _build_run(store: Store, run_id: int | None, baseline_run_id: int | None) ->
     pm = Postmortem(run_id, baseline_run_id, scope, "", "")
 
     # -- logs: the incident timeline and the log root cause ------------------------------------------------
-    logs = log_scope(store, run_id)
+    logs = log_scope(store, run_id, episode=episode)
     causes, pm.episodes = logs.causes, [e.to_json() for e in logs.episodes]
     if logs.episode is not None:  # no run: the latest incident episode, not every log stitched together
         pm.episode, pm.scope = logs.episode.episode, logs.scope
