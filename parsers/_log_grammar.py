@@ -51,6 +51,7 @@ FORMS: tuple[tuple[str, str], ...] = (
     ("tsfirst", rf"^{_TS}[ T]{_HMS}(?:[.,](?P<f>\d+))?\s+(?:\|\s*)?(?P<level>{_LOGGER_LEVEL})\b\s*[|:-]?\s*(?P<msg>.*)$"),
     ("pyroot", rf"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):(?P<module>[\w.-]*):\s?(?:{_EM_TS}\s*)?(?P<msg>.*)$"),
     ("vllm", rf"^(?P<level>ERROR|WARNING|INFO|DEBUG) {_TS} {_HMS}[.,](?P<f>\d+) \[(?P<src>[^\]]+:\d+)\] ?(?P<msg>.*)$"),
+    ("recent", rf"^\[(?P<level>ERROR|WARNING)\] RecentErrMsg: (?:\[PID: ?(?P<pid>\d+)\]\s*)?(?:{_EM_TS}\s*)?(?P<msg>.*)$"),
     ("bracket", r"^\[(?P<level>(?i:error|warning|warn|info|debug))\]:? ?(?P<msg>.*)$"),
     ("colon", r"^(?P<level>INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+(?P<msg>.*)$"),
     ("pyexc", r"^(?P<module>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt))(?:: (?P<msg>.*))?$"),

@@ -9,8 +9,10 @@ What a record says is taken from its own lines or from its origin, never from an
   ``rank6`` (torchrun ``[rank6]:``), ``run/plog/plog-2111667_20251024111652406.log`` (a ``grep`` file prefix),
   ``pid 1234`` (a plog header's ``MODULE(1234,name)``, error-manager ``[PID: 1234]``, torch_npu ``(PID:1234, …)``).
 * **records never span two sources** — a continuation line (indented, ``TraceBack``, ``Possible Cause``…) joins
-  the last record whose first line has the same line prefix (the same process), not merely the line above: the
-  lines of two interleaved processes make two records each, and a line of another prefix always starts its own.
+  the last record whose first line has the same line prefix (the same process; lines without a prefix are one
+  source, the file's own), not merely the line above: the lines of two interleaved processes make two records
+  each, a line of another prefix always starts its own, and a continuation more than ``CONTINUATION_GAP_LINES``
+  lines after the previous line of its source starts its own record (NULL origin) rather than reach that far.
 * **rank, pid, device, codes, figures** — from the record's own lines (its first line's fields, then its text) or
   its origin (``rank=1`` / ``rank6`` in the prefix); the file name gives the pid / device of a plog file only.
 * **time** — the record's own stamp; a stamp without a year (vLLM ``ERROR 06-25 10:45:23``, glog ``E1210 …``,
@@ -30,6 +32,7 @@ from parsers._log_figures import with_figures
 from parsers._log_grammar import COLUMNS, CONT, DEVICE_RX, LINE_FIELDS, RANK_RX
 
 YEAR_WINDOW_NS = 24 * 3600 * 10**9
+CONTINUATION_GAP_LINES = 50  # a continuation this many lines after its source's previous line starts a record
 _SLACK_NS = 10**9  # second-resolution stamps (vLLM, torch_npu) round down
 
 
@@ -46,14 +49,16 @@ def _record_ids(lines: pl.DataFrame) -> pl.DataFrame:
     lines = lines.with_columns(start=pl.col("start") | (pl.int_range(pl.len()) == 0))
     if lines["line_src"].n_unique() <= 1:  # one source: a line continues the record above it
         return lines.with_columns(rec=pl.col("start").cum_sum().cast(pl.Int64) - 1)
-    idx = pl.int_range(pl.len(), dtype=pl.Int64)
+    lines = lines.with_columns(_idx=pl.int_range(pl.len(), dtype=pl.Int64))  # a column: not per group
     key = pl.col("line_src").fill_null("")
-    lines = lines.with_columns(_owner=pl.when("start").then(idx).forward_fill().over(key))
+    far = (pl.col("_idx") - pl.col("_idx").shift(1).over(key)) > CONTINUATION_GAP_LINES
+    lines = lines.with_columns(start=pl.col("start") | far.fill_null(False))
+    lines = lines.with_columns(_owner=pl.when("start").then("_idx").forward_fill().over(key))
     lines = lines.with_columns(  # a continuation with no open record of its source starts one
-        start=pl.col("start") | pl.col("_owner").is_null(), _owner=pl.coalesce("_owner", idx)
+        start=pl.col("start") | pl.col("_owner").is_null(), _owner=pl.coalesce("_owner", "_idx")
     )
     lines = lines.with_columns(_recno=pl.col("start").cum_sum().cast(pl.Int64) - 1)
-    return lines.with_columns(rec=pl.col("_recno").gather(pl.col("_owner"))).drop("_owner", "_recno")
+    return lines.with_columns(rec=pl.col("_recno").gather(pl.col("_owner"))).drop("_idx", "_owner", "_recno")
 
 
 def group_records(lines: pl.DataFrame) -> pl.DataFrame:

@@ -50,12 +50,18 @@ def load_rules(path: Path = RULES_PATH) -> tuple[Rule, ...]:
     )
 
 
+def _names_any(codes: list[str]) -> pl.Expr:
+    """The record's ``codes`` (every code its text names) include one of ``codes``."""
+    hit = pl.col("codes").list.eval(pl.element().is_in(codes)).list.any()
+    return (hit | pl.col("code").is_in(codes)).fill_null(False)
+
+
 def _rule_condition(rule: Rule) -> pl.Expr:
     cond = pl.lit(False)
     if rule.pattern:
         cond = pl.col("raw").str.contains(rule.pattern)
-    if rule.codes:
-        cond = cond | pl.col("code").is_in(list(rule.codes)).fill_null(False)
+    if rule.codes:  # any code the record names, not only its primary one (a wrapper's code comes first)
+        cond = cond | _names_any(list(rule.codes))
     if not rule.pattern and not rule.codes:
         cond = pl.lit(True)
     if rule.levels:
@@ -69,7 +75,7 @@ def classify(records: pl.DataFrame, rules: tuple[Rule, ...]) -> pl.DataFrame:
     codes = sorted({c for r in rules for c in r.codes})
     levels = sorted({lv for r in rules if not r.pattern and not r.codes for lv in r.levels})
     maybe = records.select(
-        pl.col("raw").str.contains(combined) | pl.col("code").is_in(codes).fill_null(False)
+        pl.col("raw").str.contains(combined) | _names_any(codes)
         | pl.col("level").is_in(levels).fill_null(False)
     ).to_series()  # fmt: skip
     idx = np.zeros(records.height, dtype=np.int64)  # 0 = no rule, i + 1 = rules[i]
