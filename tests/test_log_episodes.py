@@ -364,24 +364,6 @@ def ns(text: str) -> int:
     return int(base.timestamp()) * S + int(frac.ljust(9, "0"))
 
 
-def parser_keeps_sources_apart() -> bool:
-    """Whether the log parser gives the interleaved lines of two processes records of their own (distinct
-    record numbers); the logparse branch's first version numbered a second source's records from 0 again."""
-    from parsers import cann_log
-
-    lines = (TRAPS / "wrapper_other_process" / "console.log").read_text().splitlines()
-    rec = cann_log.group_records(cann_log.mark_starts(cann_log.parse_lines(lines, 1), False))
-    return rec["rec"].n_unique() == rec.height
-
-
-needs_parser = pytest.mark.xfail(
-    not parser_keeps_sources_apart(),
-    reason="parsers/_log_records._record_ids: int_range inside .over() numbers each source's lines from 0, so "
-    "records of a second source get the first source's record numbers (logparse's to fix)",
-    strict=True,
-)
-
-
 def ingest_trap(tmp_path: Path, name: str) -> Store:
     store = Store(tmp_path / "db.duckdb")
     summary = ingest_into(store, [TRAPS / name / "console.log"])
@@ -407,7 +389,6 @@ def assert_from_own_records(store: Store, rc) -> None:  # noqa: ANN001
     assert set(rc.ranks) <= {e.rank for e in rc.evidence}
 
 
-@needs_parser
 def test_trap_concatenated_logs_every_cause_from_its_own_records(tmp_path):
     store = ingest_trap(tmp_path, "concatenated_logs")
     causes = diagnosis.root_causes(store)
@@ -434,7 +415,6 @@ def test_trap_concatenated_logs_every_cause_from_its_own_records(tmp_path):
     ]  # fmt: skip
 
 
-@needs_parser
 def test_trap_concatenated_logs_report_names_one_episode(tmp_path):
     store = ingest_trap(tmp_path, "concatenated_logs")
     pm = build_postmortem(store)
@@ -446,7 +426,6 @@ def test_trap_concatenated_logs_report_names_one_episode(tmp_path):
     assert not any("Out of device memory" in t or "HCCL" in t for t in told[:-1])
 
 
-@needs_parser
 def test_trap_wrapper_other_process(tmp_path):
     store = ingest_trap(tmp_path, "wrapper_other_process")
     causes = by_category(diagnosis.root_causes(store))
