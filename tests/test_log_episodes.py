@@ -443,3 +443,15 @@ def test_trap_wrapper_other_process(tmp_path):
     assert (hccl.origins, hccl.echo_of, hccl.episode) == (["VllmWorker TP0 pid=1066923"], 1, device.episode)
     for rc in causes.values():
         assert_from_own_records(store, rc)
+
+
+def test_trap_one_device_exception_is_one_cause(tmp_path):
+    store = ingest_trap(tmp_path, "one_device_exception")
+    serious = [c for c in diagnosis.root_causes(store) if c.severity == "high"]
+    assert [(c.category, c.count, c.episode) for c in serious] == [("device_exception", 2, 1)]
+    device = serious[0]
+    assert device.first_ns == device.last_ns == ns("2026-04-15 11:19:38.491647")  # the block's own time
+    assert sorted(k["code"] for k in device.codes) == ["507015", "EZ9999"]
+    assert [e.line_no for e in device.evidence] == [1, 3]
+    assert [e.episode for e in diagnosis.episodes(store)] == [1]
+    assert "errorStr: The DDR address of the MTE instruction is out of range" in device.explanation

@@ -27,12 +27,14 @@ from diag.analyses import log_episodes
 from diag.analyses.error_codes import describe_code, error_codes  # noqa: F401  (error_codes: re-exported)
 from diag.analyses.findings import Finding
 from diag.analyses.log_episodes import (
+    SOURCE_SQL,
     Episode,
     describe,
     episode_ctes,
     latest_incident,
     others_text,
     scope_filter,
+    source_key,
 )
 from diag.analyses.log_explain import explain
 from diag.analyses.log_queries import (  # noqa: F401  (re-exported: the pages' accessors)
@@ -142,7 +144,7 @@ def _candidates(
            min(role_rank) AS role, min(cat_rank) AS cat_rank, list(DISTINCT rule_id) AS rule_ids,
            list_distinct(flatten(list(list_concat(coalesce(codes, []), [code])))) AS codes,
            list(DISTINCT eff_rank) FILTER (WHERE eff_rank IS NOT NULL) AS ranks, list(DISTINCT source) AS files,
-           list(DISTINCT src) FILTER (WHERE src <> '') AS origins,
+           list(DISTINCT origin) FILTER (WHERE origin IS NOT NULL) AS origins,
            list(struct_pack(file := source, file_id, record_no, line_no, ts_ns, rank := eff_rank, pid,
                             level, code, rule_id, raw, origin, eff_ns)
                 ORDER BY role_rank, eff_ns NULLS LAST, file_id, record_no)[1:{n_ev}] AS evidence,
@@ -262,11 +264,12 @@ def _root_cause(rank: int, c: dict[str, Any], echo_of: int | None) -> RootCause:
     )
 
 
-_WRAPPED_CODE = """
+_WRAPPED_CODE = f"""
     SELECT real[1] FROM (
         SELECT record_no, ts_ns, list_filter(list_concat(coalesce(codes, []), [code]),
                                              lambda c: c NOT LIKE 'ERR%' AND NOT regexp_matches(c, '^E.9999$')) AS real
-        FROM log_records WHERE file_id = $file AND coalesce(origin, '') = $src AND record_no >= $rec
+        FROM log_records l WHERE file_id = $file AND {SOURCE_SQL} = $src AND record_no >= $rec
+          AND (origin IS NULL OR $origin IS NULL OR origin = $origin)  -- never another pid's code
         ORDER BY record_no LIMIT $n)
     WHERE len(real) > 0 AND ($ts IS NULL OR ts_ns IS NULL OR abs(ts_ns - $ts) <= $window)
     ORDER BY record_no LIMIT 1"""
@@ -283,7 +286,7 @@ def _add_wrapped_codes(store: Store, causes: list[RootCause]) -> None:
                 continue
             row = cur.execute(
                 _WRAPPED_CODE,
-                {"file": ev.file_id, "src": ev.origin or "", "rec": ev.record_no, "n": int(s["wrap_records"]) + 1,
+                {"file": ev.file_id, "src": source_key(ev.origin), "origin": ev.origin, "rec": ev.record_no, "n": int(s["wrap_records"]) + 1,
                  "ts": ev.eff_ns, "window": int(float(s["wrap_window_s"]) * 1e9)},
             ).fetchall()  # fmt: skip
             ev.wraps = row[0][0] if row else None

@@ -1,8 +1,9 @@
 """Incident episodes of the logs: which flagged records belong to one failure, and which never do.
 
 A *source* is where a record came from: ``(file, origin)`` — ``origin`` is the console prefix the parser read
-(``VllmWorker TP1 pid=961``, ``rank6``…); NULL means the file itself (a plog file is one pid's).  Time and rank
-are taken from the record, else from its own source, never from another:
+(``VllmWorker TP1 pid=961``, ``rank6``…); a record without one (NULL, or only its own pid field, ``pid N``) is the
+file's unprefixed output, one source (a plog file is one pid's).  Time and rank are taken from the record, else
+from its own source (never from a record naming another pid), never from another source:
 
 * an untimed record takes the time of the nearest timed record *of its source* at most
   ``borrow_time_records`` records away, else stays untimed;
@@ -20,6 +21,7 @@ Thresholds: ``rules/thresholds.toml`` ``[log_episodes]``.  Data only; the SQL ru
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -43,6 +45,20 @@ def scope_filter(run_id: int | None = None, job_id: int | None = None) -> tuple[
     return "", []
 
 
+# A console prefix (vLLM / Ray actor, torchrun [rankN]:, a grep file prefix) is a source of its own; a record's
+# own pid field ('pid N') or none at all is the file's unprefixed output: one source, so that the untimed
+# 'aclrtSynchronizeStream failed' line above an 'EZ9999 [PID: 110830] <time>' record of the same console is
+# one device exception with it, not an untimed second one.
+SOURCE_SQL = (
+    "CASE WHEN l.origin IS NULL OR regexp_matches(l.origin, '^pid [0-9]+$') THEN '' ELSE l.origin END"
+)
+
+
+def source_key(origin: str | None) -> str:
+    """``SOURCE_SQL`` in Python: '' for the file's unprefixed output, else the console prefix."""
+    return "" if origin is None or re.fullmatch(r"pid [0-9]+", origin) else origin
+
+
 def episode_ctes(where: str) -> str:
     """CTEs (no leading WITH) that end in ``ep``: one row per flagged record of the scope with ``src`` (its
     source's origin, '' for the file), ``eff_ns`` / ``eff_rank`` (its own or its source's) and ``episode``."""
@@ -50,23 +66,26 @@ def episode_ctes(where: str) -> str:
     gap_ns = int(float(s["gap_s"]) * 1e9)
     near = int(s["borrow_time_records"])
     return f"""
-    scope AS (SELECT l.*, coalesce(l.origin, '') AS src,
+    scope AS (SELECT l.*, {SOURCE_SQL} AS src,
                      coalesce('job:' || r.job_id, 'run:' || l.run_id, 'none') AS part
               FROM log_records l LEFT JOIN runs r USING (run_id) WHERE true{where}),
     flagged AS (SELECT * FROM scope WHERE category IS NOT NULL AND severity <> 'none'),
-    timed AS (SELECT file_id, src, record_no, ts_ns FROM scope WHERE ts_ns IS NOT NULL
+    timed AS (SELECT file_id, src, record_no, ts_ns, origin FROM scope WHERE ts_ns IS NOT NULL
               AND file_id IN (SELECT file_id FROM flagged WHERE ts_ns IS NULL)),
-    back AS (SELECT f.file_id, f.record_no, t.ts_ns AS b_ns, f.record_no - t.record_no AS b_dist
+    back AS (SELECT f.file_id, f.record_no, t.ts_ns AS b_ns, f.record_no - t.record_no AS b_dist,
+                    f.origin IS NULL OR t.origin IS NULL OR f.origin = t.origin AS b_ok
              FROM (SELECT * FROM flagged WHERE ts_ns IS NULL) f
              ASOF JOIN timed t ON f.file_id = t.file_id AND f.src = t.src AND f.record_no >= t.record_no),
-    fwd AS (SELECT f.file_id, f.record_no, t.ts_ns AS a_ns, t.record_no - f.record_no AS a_dist
+    fwd AS (SELECT f.file_id, f.record_no, t.ts_ns AS a_ns, t.record_no - f.record_no AS a_dist,
+                   f.origin IS NULL OR t.origin IS NULL OR f.origin = t.origin AS a_ok
             FROM (SELECT * FROM flagged WHERE ts_ns IS NULL) f
             ASOF JOIN timed t ON f.file_id = t.file_id AND f.src = t.src AND f.record_no <= t.record_no),
     srank AS (SELECT file_id, src, min(rank) AS src_rank FROM scope WHERE rank IS NOT NULL
               AND file_id IN (SELECT file_id FROM flagged) GROUP BY file_id, src HAVING count(DISTINCT rank) = 1),
     e AS (SELECT f.*, coalesce(f.ts_ns,
-                   CASE WHEN b.b_dist <= {near} AND (a.a_dist IS NULL OR b.b_dist <= a.a_dist) THEN b.b_ns
-                        WHEN a.a_dist <= {near} THEN a.a_ns END) AS eff_ns,
+                   CASE WHEN b.b_dist <= {near} AND b.b_ok AND (a.a_dist IS NULL OR b.b_dist <= a.a_dist
+                                                               OR NOT a.a_ok) THEN b.b_ns
+                        WHEN a.a_dist <= {near} AND a.a_ok THEN a.a_ns END) AS eff_ns,  -- never another pid's
                  coalesce(f.rank, sr.src_rank) AS eff_rank
           FROM flagged f LEFT JOIN back b USING (file_id, record_no) LEFT JOIN fwd a USING (file_id, record_no)
           LEFT JOIN srank sr USING (file_id, src)),
@@ -104,7 +123,7 @@ def episodes(store: Store, run_id: int | None = None, job_id: int | None = None)
     where, params = scope_filter(run_id, job_id)
     sql = f"""WITH {episode_ctes(where)}
     SELECT ep.episode, min(eff_ns), max(eff_ns), count(*), list(DISTINCT f.source ORDER BY f.source),
-           list(DISTINCT ep.src ORDER BY ep.src), list(DISTINCT ep.run_id ORDER BY ep.run_id)
+           list(DISTINCT coalesce(ep.origin, '') ORDER BY coalesce(ep.origin, '')), list(DISTINCT ep.run_id ORDER BY ep.run_id)
                FILTER (WHERE ep.run_id IS NOT NULL),
            list(DISTINCT eff_rank ORDER BY eff_rank) FILTER (WHERE eff_rank IS NOT NULL)
     FROM ep JOIN files f USING (file_id) GROUP BY ep.episode ORDER BY ep.episode"""
