@@ -272,7 +272,7 @@ def test_oom_advice_claims_no_fragmentation_the_figures_contradict(tmp_path):
                               "allocated_bytes": int(10.24 * GIB), "reserved_bytes": int(10.65 * GIB)})  # fmt: skip
     assert rc.advice[0] == "Requested 22.00 MiB with 19.52 MiB free of 60.97 GiB."
     assert rc.advice[1] == (
-        "Reserved 10.65 GiB vs allocated 10.24 GiB: 419.84 MiB held by the caching allocator (4% of reserved): "
+        "Reserved 10.65 GiB vs allocated 10.24 GiB: 419.84 MiB held by the caching allocator (3.8% of reserved): "
         "most of it is in use by tensors."
     )
     assert "fragmentation likely" not in rc.fix

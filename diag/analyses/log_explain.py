@@ -77,6 +77,8 @@ def explain(
     rules = log_rules()
     rule = rules["rule"].get(rule_id, {})
     fields = read_fields(texts, {"code": code or ""})
+    if "runtime_code" in fields and fields["runtime_code"] == fields.get("code"):  # say it once
+        fields.pop("runtime_code", None)
     title = render(rule.get("title") or rules["category"].get(category, {}).get("title", category), fields)
     advice = oom_advice(figures) if category == "oom" else []
     fix = render(rule.get("fix", ""), fields)
@@ -109,7 +111,7 @@ def oom_advice(figures: dict[str, Any]) -> list[str]:
         if held >= share * reserved and (req is None or held >= req):
             out.append(f"{vs} — fragmentation likely (try PYTORCH_NPU_ALLOC_CONF=expandable_segments:True).")
         else:
-            out.append(f"{vs} ({held / reserved:.0%} of reserved): most of it is in use by tensors.")
+            out.append(f"{vs} ({held / reserved:.1%} of reserved): most of it is in use by tensors.")
     if cap is not None and reserved is not None and free is not None:
         outside = cap - reserved - free
         if outside >= float(limits.get("outside_min_share", 0.25)) * cap:
