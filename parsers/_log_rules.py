@@ -5,6 +5,7 @@ Used by ``parsers/cann_log.py`` at ingest; the rules are data, one entry per rul
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
@@ -50,9 +51,14 @@ def load_rules(path: Path = RULES_PATH) -> tuple[Rule, ...]:
     )
 
 
+_PATTERNS_PER_REGEX = 4
+_CODES_KEY = "_codes_key"  # "|EZ9999|507048|": the record's codes as one string, matched by a regex per rule
+
+
 def _names_any(codes: list[str]) -> pl.Expr:
     """The record's ``codes`` (every code its text names) include one of ``codes``."""
-    hit = pl.col("codes").list.eval(pl.element().is_in(codes)).list.any()
+    alternatives = "|".join(re.escape(c) for c in codes)
+    hit = pl.col(_CODES_KEY).str.contains(rf"\|(?:{alternatives})\|")
     return (hit | pl.col("code").is_in(codes)).fill_null(False)
 
 
@@ -71,11 +77,20 @@ def _rule_condition(rule: Rule) -> pl.Expr:
 
 def classify(records: pl.DataFrame, rules: tuple[Rule, ...]) -> pl.DataFrame:
     """Add rule_id / category / severity: the first matching rule, tried only where any rule can match."""
-    combined = "|".join(f"(?:{r.pattern})" for r in rules if r.pattern)
+    records = records.with_columns(
+        pl.concat_str(pl.lit("|"), pl.col("codes").list.join("|"), pl.lit("|")).alias(_CODES_KEY)
+    )
+    patterns = [r.pattern for r in rules if r.pattern]
+    # a few patterns per regex: one alternation of all of them outgrows the regex engine's lazy-DFA cache and
+    # falls back to a ~10x slower engine (measured: 0.97 s vs 0.08 s over 40 000 corpus lines)
+    combined = [
+        "|".join(f"(?:{p})" for p in patterns[i : i + _PATTERNS_PER_REGEX])
+        for i in range(0, len(patterns), _PATTERNS_PER_REGEX)
+    ]
     codes = sorted({c for r in rules for c in r.codes})
     levels = sorted({lv for r in rules if not r.pattern and not r.codes for lv in r.levels})
     maybe = records.select(
-        pl.col("raw").str.contains(combined) | _names_any(codes)
+        pl.any_horizontal(pl.col("raw").str.contains(rx) for rx in combined) | _names_any(codes)
         | pl.col("level").is_in(levels).fill_null(False)
     ).to_series()  # fmt: skip
     idx = np.zeros(records.height, dtype=np.int64)  # 0 = no rule, i + 1 = rules[i]
@@ -93,7 +108,7 @@ def classify(records: pl.DataFrame, rules: tuple[Rule, ...]) -> pl.DataFrame:
     def column(values: list[str]) -> pl.Series:
         return pl.Series([None, *values], dtype=pl.String).gather(take)
 
-    return records.with_columns(
+    return records.drop(_CODES_KEY).with_columns(
         rule_id=column([r.id for r in rules]),
         category=column([r.category for r in rules]),
         severity=column([r.severity for r in rules]),
