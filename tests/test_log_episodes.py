@@ -24,14 +24,24 @@ T0 = 1_750_848_323_000_000_000  # 2025-06-25 10:45:23 (log local time as if UTC)
 S = 1_000_000_000
 
 
-def make_store(tmp_path: Path, files: dict[str, list[dict]], runs: dict[str, int] | None = None) -> Store:
-    """A store holding ``files`` (name → records as the parser stores them); ``runs``: name → run_id."""
+def make_store(
+    tmp_path: Path,
+    files: dict[str, list[dict]],
+    runs: dict[str, int] | None = None,
+    jobs: dict[int, int] | None = None,
+) -> Store:
+    """A store holding ``files`` (name → records as the parser stores them); ``runs``: name → run_id;
+    ``jobs``: run_id → job_id."""
     store = Store(tmp_path / "db.duckdb")
     cur = store.cursor()
+    for job_id in sorted(set((jobs or {}).values())):
+        cur.execute(
+            "INSERT INTO jobs (job_id, job_key, name) VALUES (?, ?, ?)", [job_id, f"job{job_id}", "job"]
+        )
     for run_id in sorted(set((runs or {}).values())):
         cur.execute(
-            "INSERT INTO runs (run_id, run_key, name, platform) VALUES (?, ?, ?, 'ascend')",
-            [run_id, f"run{run_id}", f"rank{run_id}"],
+            "INSERT INTO runs (run_id, run_key, job_id, name, platform) VALUES (?, ?, ?, ?, 'ascend')",
+            [run_id, f"run{run_id}", (jobs or {}).get(run_id), f"rank{run_id}"],
         )
     rules = diagnosis.log_rules()["rule"]
     for file_id, (name, recs) in enumerate(files.items(), start=1):
@@ -136,6 +146,35 @@ def test_different_runs_never_share_an_episode(tmp_path):
     assert causes["device_exception"].episode != causes["hccl_timeout"].episode
     assert causes["hccl_timeout"].echo_of is None
     assert [(e.episode, e.runs) for e in diagnosis.episodes(store)] == [(1, [1]), (2, [2])]
+
+
+def test_runs_of_one_job_share_an_episode_and_diag_logs_job(tmp_path):
+    plogs = {f"rank{r}/plog-{r}_20250625104000000.log": r + 1 for r in range(3)}
+    records = [
+        {"ts_ns": T0, "rank": 0, "code": "EZ9999", "rule_id": "device_aicore_exception",
+         "raw": "[ERROR] RUNTIME(1,python3):2025-06-25-10:45:23.000.000 [x.cc:1]1 module_name=EZ9999"},
+        {"ts_ns": T0 + 1800 * S, "rank": 1, "code": "EI0002", "rule_id": "hccl_notify_timeout",
+         "raw": "[ERROR] ASCENDCL(2,python3):2025-06-25-11:15:23.000.000 [y.cc:1]2 EI0002: The wait execution of the Notify register times out."},
+        {"ts_ns": T0 + 1800 * S, "rank": 2, "code": "EI0002", "rule_id": "hccl_notify_timeout",
+         "raw": "[ERROR] ASCENDCL(3,python3):2025-06-25-11:15:23.000.000 [y.cc:1]3 EI0002: The wait execution of the Notify register times out."},
+    ]  # fmt: skip
+    store = make_store(
+        tmp_path,
+        {name: [rec] for name, rec in zip(plogs, records, strict=True)},
+        runs=plogs,
+        jobs={1: 7, 2: 7},
+    )  # run 3 (rank 2) is outside the job: its EI0002 is no echo of the job's device exception
+    causes = diagnosis.root_causes(store)
+    job_eps = {c.episode for c in causes if c.ranks != [2]}
+    assert len(job_eps) == 1 and [c.echo_of for c in causes if c.ranks == [1]] == [1]
+    assert [c.echo_of for c in causes if c.ranks == [2]] == [None]
+    store.close()
+    code, out = cli_json("logs", "--db", str(tmp_path / "db.duckdb"), "--job", "7")
+    assert code == 0 and out["job"] == 7 and out["episode"] is None
+    assert [(c["category"], c["ranks"], c["echo_of"]) for c in out["root_causes"]] == [
+        ("device_exception", [0], None), ("hccl_timeout", [1], 1),
+    ]  # fmt: skip
+    assert sorted(r["rank"] for r in out["records"]) == [0, 1]
 
 
 def test_far_apart_failures_of_one_source_are_two_episodes(tmp_path):

@@ -105,9 +105,11 @@ def log_records(
     return [dict(zip(RECORD_COLUMNS, r, strict=True)) for r in rows]
 
 
-def classified_records(store: Store, run_id: int | None = None, limit: int = 1000) -> list[dict[str, Any]]:
-    """Records a rule flagged (noise excluded), most severe first, then in time order."""
-    where, params = _run_filter(run_id)
+def classified_records(
+    store: Store, run_id: int | None = None, limit: int = 1000, job_id: int | None = None
+) -> list[dict[str, Any]]:
+    """Records a rule flagged (noise excluded) of a run / a job / every log, most severe first, then by time."""
+    where, params = scope_filter(run_id, job_id)
     cols = _select_list()
     rows = (
         store.cursor()

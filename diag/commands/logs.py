@@ -27,8 +27,8 @@ JSON (``--json``, a stable interface)::
      "records_shown": int}
 
 ``root_causes`` is ranked (``rank`` 1 = the most likely root cause; ``echo_of`` names the rank a symptom,
-consequence or wrapper of the same episode most likely follows from; ``episode`` is its episode). ``records`` are the records a rule flagged (noise
-excluded), most severe first, at most ``--limit``. Times are int64 ns of the logs' local time, as if UTC.
+consequence or wrapper of the same episode most likely follows from; ``episode`` is its episode). ``records``
+are the records a rule flagged (noise excluded) of the run / job / store, most severe first, at most ``--limit``. Times are int64 ns of the logs' local time, as if UTC.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def logs(
         except ValueError as exc:
             raise DiagError(str(exc)) from None
         causes = scope.causes
-        records = classified_records(store, run, limit=limit)
+        records = classified_records(store, run, limit=limit, job_id=job)
     if as_json:
         print_json(
             {
