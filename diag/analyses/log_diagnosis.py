@@ -33,7 +33,6 @@ from diag.analyses.log_episodes import (
     episode_ctes,
     latest_incident,
     others_text,
-    scope_filter,
     source_key,
 )
 from diag.analyses.log_explain import explain
@@ -128,12 +127,12 @@ def _candidates(
 ) -> list[dict[str, Any]]:
     """Flagged records per (episode, category), aggregated in DuckDB (there may be millions of them)."""
     n_ev = int(log_rules()["settings"].get("max_evidence", 8))
-    where, params = scope_filter(run_id, job_id)
+    ctes, params = episode_ctes(run_id, job_id)
     values = ", ".join("(?, ?, ?)" for _ in _rule_table())
     flat = [v for row in _rule_table() for v in row]
     only = "" if episode is None else " WHERE ep.episode = ?"
     sql = f"""
-    WITH {episode_ctes(where)},
+    WITH {ctes},
     rr(rule_id, role_rank, cat_rank) AS (VALUES {values}),
     g AS (SELECT ep.*, coalesce(rr.role_rank, 0) AS role_rank,
                  coalesce(rr.cat_rank, 50) AS cat_rank,  -- a rule gone from the file since ingest: a cause

@@ -59,13 +59,15 @@ def source_key(origin: str | None) -> str:
     return "" if origin is None or re.fullmatch(r"pid [0-9]+", origin) else origin
 
 
-def episode_ctes(where: str) -> str:
-    """CTEs (no leading WITH) that end in ``ep``: one row per flagged record of the scope with ``src`` (its
-    source's origin, '' for the file), ``eff_ns`` / ``eff_rank`` (its own or its source's) and ``episode``."""
+def episode_ctes(run_id: int | None = None, job_id: int | None = None) -> tuple[str, list[Any]]:
+    """CTEs (no leading WITH) that end in ``ep``, and their parameters: one row per flagged record of the scope
+    (a run, a job's runs, or every log) with ``src`` (its source: the console prefix, '' for the file's
+    unprefixed output), ``eff_ns`` / ``eff_rank`` (its own or its source's) and ``episode``."""
+    where, params = scope_filter(run_id, job_id)
     s = settings()
     gap_ns = int(float(s["gap_s"]) * 1e9)
     near = int(s["borrow_time_records"])
-    return f"""
+    ctes = f"""
     scope AS (SELECT l.*, {SOURCE_SQL} AS src,
                      coalesce('job:' || r.job_id, 'run:' || l.run_id, 'none') AS part
               FROM log_records l LEFT JOIN runs r USING (run_id) WHERE true{where}),
@@ -99,6 +101,7 @@ def episode_ctes(where: str) -> str:
                                                   min(record_no)) AS episode
                  FROM keyed GROUP BY ekey),
     ep AS (SELECT keyed.*, numbered.episode FROM keyed JOIN numbered USING (ekey))"""
+    return ctes, params
 
 
 @dataclass
@@ -120,8 +123,8 @@ class Episode:
 
 def episodes(store: Store, run_id: int | None = None, job_id: int | None = None) -> list[Episode]:
     """Every episode of the scope (run, job or every log), by number; ``root_cause`` is filled by the caller."""
-    where, params = scope_filter(run_id, job_id)
-    sql = f"""WITH {episode_ctes(where)}
+    ctes, params = episode_ctes(run_id, job_id)
+    sql = f"""WITH {ctes}
     SELECT ep.episode, min(eff_ns), max(eff_ns), count(*), list(DISTINCT f.source ORDER BY f.source),
            list(DISTINCT coalesce(ep.origin, '') ORDER BY coalesce(ep.origin, '')), list(DISTINCT ep.run_id ORDER BY ep.run_id)
                FILTER (WHERE ep.run_id IS NOT NULL),
