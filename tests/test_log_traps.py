@@ -24,6 +24,7 @@ GIB, MIB = 2**30, 2**20
 
 
 def records(tmp_path: Path, *files: Path) -> list[dict]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     store, ingested = ingest(tmp_path / "db.duckdb", *files)
     assert [f.status for f in ingested] == ["ok"] * len(files), [f.message for f in ingested]
     rows = store.cursor().execute(f"SELECT {', '.join(COLS)} FROM log_records ORDER BY file_id, record_no")
@@ -97,6 +98,58 @@ def test_mixed_console_rank_pid_time_are_the_records_own(tmp_path):
         ns("2026-03-24 12:14:45.885234"),  # its own stamp, after RecentErrMsg: [PID: n]
         None,
     ]
+
+
+def test_a_source_that_starts_mid_record_keeps_its_lines_together():
+    lines = [  # the paste of corpus 013, then of 014 (which begins inside a traceback)
+        "EZ3002: [PID: 141730] 2025-05-14-07:42:33.234.136 Optype [TransData] of Ops kernel [AIcoreEngine] is "
+        "unsupported.",
+        '(train pid=8464)   File "/usr/local/python3.10.16/lib/python3.10/site-packages/vllm-ascend/vllm_ascend/'
+        'attention.py", line 856, in forward',
+        "(train pid=8464)     torch.npu.synchronize()",
+        "(train pid=8464) RuntimeError: npuSynchronizeDevice:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:479 "
+        "NPU function error: AclrtSynchronizeDeviceWithTimeout, error code is 507048",
+    ]
+    rec = classify_lines(lines)
+    assert [(r["line_no"], r["raw"].count("\n") + 1, r["origin"]) for r in rec] == [
+        (1, 1, "pid 141730"),
+        (2, 2, "train pid=8464"),
+        (4, 1, "train pid=8464"),
+    ]
+
+
+def test_concatenated_pastes_do_not_run_into_each_other():
+    lines = [  # corpus 003 ends with an error-manager record, corpus 004 begins with indented lines of its own
+        "EZ9999[PID: 244584] 2026-01-06-19:37:15.407.487 (EZ9999):  The error from device(chipId:4, dieId:1), "
+        "serial number is 2, exception of fftsplus aivector error",
+        "",
+        "        The extend info from device(0), serial number is 111, there is aicore error, core id is 20",
+    ]
+    rec = classify_lines(lines)
+    assert [(r["line_no"], r["dev"], r["pid"]) for r in rec] == [(1, None, 244584), (3, 0, None)]
+
+
+@pytest.mark.corpus
+def test_a_concatenation_of_the_corpus_gives_each_file_its_own_records(corpus, tmp_path):
+    files = sorted((corpus / "cann_logs").glob("*.log"))
+    if not files:
+        pytest.skip("../shared/corpus/cann_logs is not present")
+    text, spans, first = "", [], 1
+    for path in files:  # one console capture: every excerpt, a blank line between them
+        body = path.read_text(encoding="utf-8").rstrip("\n") + "\n"
+        spans.append((path, first, first + body.count("\n") - 1))
+        text, first = text + body + "\n", first + body.count("\n") + 1
+    (tmp_path / "all.log").write_text(text, encoding="utf-8")
+    keys = ("line_no", "raw", "ts_ns", "level", "pid", "rank", "device_id", "code", "codes", "category")
+    together = [{k: r[k] for k in keys} for r in records(tmp_path / "all", tmp_path / "all.log")]
+    differ = []
+    for path, lo, hi in spans:
+        alone = [{k: r[k] for k in keys} for r in records(tmp_path / path.stem, path)]
+        for r in alone:
+            r["line_no"] += lo - 1
+        if alone != [r for r in together if lo <= r["line_no"] <= hi]:
+            differ.append(path.name)
+    assert differ == [] and len(together) == 235
 
 
 # -- 3: codes anywhere in a record, classification by code ---------------------------------------------------
