@@ -12,6 +12,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from parsers import _log_codes, _log_figures
 from tests.conftest import FIXTURES
@@ -150,6 +152,37 @@ def test_a_concatenation_of_the_corpus_gives_each_file_its_own_records(corpus, t
         if alone != [r for r in together if lo <= r["line_no"] <= hi]:
             differ.append(path.name)
     assert differ == [] and len(together) == 235
+
+
+SOURCES = (  # (line prefix, record header, continuation) of three processes writing to one console
+    ("(VllmWorker TP0 pid=961) ", "ERROR 06-25 10:45:23 [worker.py:581] Traceback (most recent call last):",
+     'ERROR 06-25 10:45:23 [worker.py:581]   File "/x/worker.py", line {k}, in execute'),
+    ("[rank6]:", "[W625 10:45:23.024496247 compiler_depend.ts:57] Warning: EZ9999: Inner Error!",
+     "        TraceBack (most recent call last): {k}"),
+    ("", "[ERROR] HCCL(2717288,python3):2025-07-23-03:49:57.177.194 [hccl.cc:1] [2734049]wait socket timeout",
+     "        continuation {k}"),
+)  # fmt: skip
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 3)), min_size=1, max_size=12), st.randoms())
+def test_property_interleaved_sources_keep_their_records(spec, rnd):
+    per_source: list[list[str]] = [[], [], []]
+    expect: list[list[str]] = [[], [], []]
+    for i, (src, conts) in enumerate(spec):
+        prefix, head, cont = SOURCES[src]
+        lines = [prefix + head] + [prefix + cont.format(k=f"{i}.{k}") for k in range(conts)]
+        per_source[src] += lines
+        expect[src].append("\n".join(lines))
+    queues, console = [list(q) for q in per_source], []
+    while any(queues):  # any interleaving that keeps each process's own order, as `tee` of several does
+        q = rnd.choice([q for q in queues if q])
+        console.append(q.pop(0))
+    got: list[list[str]] = [[], [], []]
+    source_of = {"VllmWorker TP0 pid=961": 0, "rank6": 1, "pid 2717288": 2}
+    for r in classify_lines(console):
+        got[source_of[r["origin"]]].append(r["raw"])
+    assert got == expect
 
 
 # -- 3: codes anywhere in a record, classification by code ---------------------------------------------------
