@@ -149,14 +149,22 @@ def _decode(raw: bytes, seen: _Text) -> str:
 
 
 _RECORD_CUT = re.compile(rf"\n(?=\[(?:{LEVELS})\] ?[A-Z][A-Z0-9_]*\(\d+,)".encode())
-_LINE_CUT = re.compile(rb"\n(?=\S)")
+# Before a console line that starts a record: behind its process / rank / vLLM-logger prefixes, not indented and
+# not a continuation word (a prefixed traceback line is not a place to cut); the prefixes are one atomic group so
+# that the look-ahead cannot succeed by skipping them.
+_CONSOLE_CUT = re.compile(
+    rb"\n(?=(?>(?:[^\s:\[\]()]+\.log:)?(?:\([^()\n]{1,80}? pid=\d+[^)\n]*\)\s)?(?:\[?rank\d+\]: ?)?"
+    rb"(?:(?:ERROR|WARNING|INFO|DEBUG|CRITICAL) (?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? \[?[\w./-]+:\d+\] ?)?)"
+    rb"(?![\s^]|TraceBack \(most recent|Possible Cause|Solution:|[^\n]*\[FUNC:\w+\]\[FILE:)\S[^\n]*\n)"  # a whole line: not one cut off
+)
 
 
 def _cut(data: bytes) -> int:
-    """Where the last record of a block surely starts (before a plog header, else before an unindented
-    line); 0 when the block holds no such place, and then, past MAX_LINE_BYTES, the last line end."""
+    """Where the last record of a block surely starts (before a plog header, else before a console line that
+    starts a record); 0 when the block holds no such place (the record goes on: read on), and then, past
+    MAX_LINE_BYTES, the last line end."""
     tail = max(0, len(data) - (1 << 20))
-    for rx in (_RECORD_CUT, _LINE_CUT):
+    for rx in (_RECORD_CUT, _CONSOLE_CUT):
         last = None
         for last in rx.finditer(data, tail):  # noqa: B007 - the last match is the one wanted
             pass

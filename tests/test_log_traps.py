@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parsers import _log_codes, _log_figures
+from parsers import _log_codes, _log_figures, cann_log
 from tests.conftest import FIXTURES
 from tests.test_cann_logs import classify_lines, ingest, ns
 
@@ -183,6 +183,48 @@ def test_property_interleaved_sources_keep_their_records(spec, rnd):
     for r in classify_lines(console):
         got[source_of[r["origin"]]].append(r["raw"])
     assert got == expect
+
+
+def _records_by_file(db: Path, files: list[Path]) -> dict[str, list[tuple]]:
+    store, ingested = ingest(db, *files)
+    assert {f.status for f in ingested} == {"ok"}
+    rows = store.cursor().execute(
+        "SELECT f.relpath, l.* EXCLUDE (run_id, file_id, ts_ns) FROM log_records l JOIN files f USING (file_id) "
+        "ORDER BY f.relpath, l.record_no"
+    )
+    out: dict[str, list[tuple]] = {}
+    for row in rows.fetchall():
+        out.setdefault(Path(row[0]).name, []).append(row[1:])
+    store.close()
+    return out
+
+
+def _small_blocks_differ(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: list[Path]) -> list[str]:
+    """The files whose records change when blocks are cut every 300 bytes (inside every other record).
+
+    ts_ns is left out: a yearless stamp takes its year from a dated record of the same block only."""
+    whole = _records_by_file(tmp_path / "whole.duckdb", files)
+    monkeypatch.setattr(cann_log, "BLOCK_BYTES", 300)
+    cut = _records_by_file(tmp_path / "cut.duckdb", files)
+    assert len(whole) == len(files)
+    return sorted(name for name in whole if whole[name] != cut.get(name))
+
+
+def test_block_cuts_never_split_a_prefixed_console_record(tmp_path, monkeypatch):
+    files = []
+    for src in (FIXTURES / "cann_log" / "ok_console_vllm.log", TRAPS / "code_mid_line" / "console.log",
+                TRAPS / "oom_figures" / "console.log"):  # fmt: skip
+        files.append(tmp_path / f"{src.parent.name}.log")
+        files[-1].write_bytes(src.read_bytes())
+    assert _small_blocks_differ(tmp_path, monkeypatch, files) == []
+
+
+@pytest.mark.corpus
+def test_block_cuts_never_split_a_corpus_record(corpus, tmp_path, monkeypatch):
+    files = sorted((corpus / "cann_logs").glob("*.log"))
+    if not files:
+        pytest.skip("../shared/corpus/cann_logs is not present")
+    assert _small_blocks_differ(tmp_path, monkeypatch, files) == []
 
 
 # -- 3: codes anywhere in a record, classification by code ---------------------------------------------------
