@@ -396,3 +396,12 @@ def test_no_figures_without_numbers():
              "[PID: 2103452] 2025-11-03-20:18:46.447.213 Resource_Error_Insufficient_Device_Memory(EI0011): Failed "
              "to allocate [size: [0.25MB, 3MB], Affected by QP depth configuration.] bytes of NPU memory."]  # fmt: skip
     assert [r["figures"] for r in classify_lines(lines)] == [None, None, None]
+
+
+def test_rule_regexes_are_ascii_in_polars():
+    from parsers._log_regex import ascii_regex
+
+    rx = ascii_regex(r"(?:^|[^\w])[EWI][0-9A-Z]\d{4}\b|C:\\bin")
+    assert rx == r"(?:^|[^[0-9A-Za-z_]])[EWI][0-9A-Z][0-9]{4}(?-u:\b)|C:\\bin"
+    (rec,) = classify_lines(["错误 EZ9999：设备异常 ≫ EI0002"])  # codes next to non-ASCII text
+    assert rec["codes"] == ["EZ9999", "EI0002"]  # a full-width colon after a code still ends its word
