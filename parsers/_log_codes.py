@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from parsers._log_regex import ascii_regex
+
 CODES_PATH = Path(__file__).resolve().parent.parent / "diag" / "rules" / "log_codes.toml"
 
 
@@ -42,7 +44,7 @@ def load_code_shapes(path: Path = CODES_PATH) -> CodeShapes:
             raise ValueError(f"{path.name}: shape {shape['id']!r} needs exactly one group, (?P<code>…)")
         parts.append(f"(?:{rx.replace('(?P<code>', '(')})")
     primary = tuple(bool(s.get("primary", True)) for s in data["shape"])
-    return CodeShapes("|".join(parts), primary, data["wrapper"])
+    return CodeShapes(ascii_regex("|".join(parts)), primary, ascii_regex(data["wrapper"]))
 
 
 def with_codes(rec: pl.DataFrame, shapes: CodeShapes | None = None) -> pl.DataFrame:

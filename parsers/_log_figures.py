@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from parsers._log_regex import ascii_regex
+
 FIGURES_PATH = Path(__file__).resolve().parent.parent / "diag" / "rules" / "log_figures.toml"
 _NAMED_GROUP = re.compile(r"\(\?P<\w+>")
 _SIZE = re.compile(r"^(-?\d+(?:\.\d+)?) ?([A-Za-z]*)$")
@@ -49,7 +51,7 @@ def load_figure_rules(path: Path = FIGURES_PATH) -> FigureRules:
         names = tuple(re.compile(s["pattern"]).groupindex)
         if not names:
             raise ValueError(f"{path.name}: shape {s['id']!r} has no named group")
-        shapes.append(FigureShape(s["id"], s["pattern"], names))
+        shapes.append(FigureShape(s["id"], ascii_regex(s["pattern"]), names))
     return FigureRules(tuple(shapes), {k: int(v) for k, v in data["units"].items()})
 
 

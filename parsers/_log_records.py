@@ -11,7 +11,8 @@ What a record says is taken from its own lines or from its origin, never from an
 * **records never span two sources** — a continuation line (indented, ``TraceBack``, ``Possible Cause``…) joins
   the last record whose first line has the same line prefix (the same process; lines without a prefix are one
   source, the file's own), not merely the line above: the lines of two interleaved processes make two records
-  each, a line of another prefix always starts its own, and a continuation more than ``CONTINUATION_GAP_LINES``
+  each, a line of another prefix always starts its own, so does an unprefixed line after a blank line (console
+  captures: pasted or concatenated logs), and a continuation more than ``CONTINUATION_GAP_LINES``
   lines after the previous line of its source starts its own record (NULL origin) rather than reach that far.
 * **rank, pid, device, codes, figures** — from the record's own lines (its first line's fields, then its text) or
   its origin (``rank=1`` / ``rank6`` in the prefix); the file name gives the pid / device of a plog file only.
@@ -37,10 +38,16 @@ _SLACK_NS = 10**9  # second-resolution stamps (vLLM, torch_npu) round down
 
 
 def mark_starts(lines: pl.DataFrame, plog_mode: bool) -> pl.DataFrame:
-    """A recognised header starts a record; in a console capture so does any line that is not a continuation."""
+    """A recognised header starts a record; in a console capture so does any line that is not a continuation,
+    and an unprefixed line after a blank one (pasted or concatenated logs: the next one's indented first lines are
+    its own; a prefixed process's record goes on, the blank line is not known to be its)."""
     start = pl.col("form").is_not_null()
     if not plog_mode:
-        start = start | ~pl.col("c").str.contains(CONT)
+        after_blank = (pl.col("ord").cast(pl.Int64) - pl.col("ord").cast(pl.Int64).shift(1)) > 1
+        unprefixed = pl.col(
+            "line_src"
+        ).is_null()  # a blank line has no prefix: it ends only the file's own record
+        start = start | ~pl.col("c").str.contains(CONT) | (after_blank.fill_null(False) & unprefixed)
     return lines.with_columns(start=start)
 
 
@@ -51,12 +58,11 @@ def _record_ids(lines: pl.DataFrame) -> pl.DataFrame:
         return lines.with_columns(rec=pl.col("start").cum_sum().cast(pl.Int64) - 1)
     lines = lines.with_columns(_idx=pl.int_range(pl.len(), dtype=pl.Int64))  # a column: not per group
     key = pl.col("line_src").fill_null("")
+    # the first line of a source, or one far from its source's previous line, opens a record
     far = (pl.col("_idx") - pl.col("_idx").shift(1).over(key)) > CONTINUATION_GAP_LINES
-    lines = lines.with_columns(start=pl.col("start") | far.fill_null(False))
+    lines = lines.with_columns(start=pl.col("start") | far.fill_null(True))
     lines = lines.with_columns(_owner=pl.when("start").then("_idx").forward_fill().over(key))
-    lines = lines.with_columns(  # a continuation with no open record of its source starts one
-        start=pl.col("start") | pl.col("_owner").is_null(), _owner=pl.coalesce("_owner", "_idx")
-    )
+    lines = lines.with_columns(_owner=pl.coalesce("_owner", "_idx"))
     lines = lines.with_columns(_recno=pl.col("start").cum_sum().cast(pl.Int64) - 1)
     return lines.with_columns(rec=pl.col("_recno").gather(pl.col("_owner"))).drop("_idx", "_owner", "_recno")
 

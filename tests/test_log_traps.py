@@ -12,8 +12,10 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from parsers import _log_codes, _log_figures
+from parsers import _log_codes, _log_figures, cann_log
 from tests.conftest import FIXTURES
 from tests.test_cann_logs import classify_lines, ingest, ns
 
@@ -24,6 +26,7 @@ GIB, MIB = 2**30, 2**20
 
 
 def records(tmp_path: Path, *files: Path) -> list[dict]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     store, ingested = ingest(tmp_path / "db.duckdb", *files)
     assert [f.status for f in ingested] == ["ok"] * len(files), [f.message for f in ingested]
     rows = store.cursor().execute(f"SELECT {', '.join(COLS)} FROM log_records ORDER BY file_id, record_no")
@@ -97,6 +100,131 @@ def test_mixed_console_rank_pid_time_are_the_records_own(tmp_path):
         ns("2026-03-24 12:14:45.885234"),  # its own stamp, after RecentErrMsg: [PID: n]
         None,
     ]
+
+
+def test_a_source_that_starts_mid_record_keeps_its_lines_together():
+    lines = [  # the paste of corpus 013, then of 014 (which begins inside a traceback)
+        "EZ3002: [PID: 141730] 2025-05-14-07:42:33.234.136 Optype [TransData] of Ops kernel [AIcoreEngine] is "
+        "unsupported.",
+        '(train pid=8464)   File "/usr/local/python3.10.16/lib/python3.10/site-packages/vllm-ascend/vllm_ascend/'
+        'attention.py", line 856, in forward',
+        "(train pid=8464)     torch.npu.synchronize()",
+        "(train pid=8464) RuntimeError: npuSynchronizeDevice:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:479 "
+        "NPU function error: AclrtSynchronizeDeviceWithTimeout, error code is 507048",
+    ]
+    rec = classify_lines(lines)
+    assert [(r["line_no"], r["raw"].count("\n") + 1, r["origin"]) for r in rec] == [
+        (1, 1, "pid 141730"),
+        (2, 2, "train pid=8464"),
+        (4, 1, "train pid=8464"),
+    ]
+
+
+def test_concatenated_pastes_do_not_run_into_each_other():
+    lines = [  # corpus 003 ends with an error-manager record, corpus 004 begins with indented lines of its own
+        "EZ9999[PID: 244584] 2026-01-06-19:37:15.407.487 (EZ9999):  The error from device(chipId:4, dieId:1), "
+        "serial number is 2, exception of fftsplus aivector error",
+        "",
+        "        The extend info from device(0), serial number is 111, there is aicore error, core id is 20",
+    ]
+    rec = classify_lines(lines)
+    assert [(r["line_no"], r["dev"], r["pid"]) for r in rec] == [(1, None, 244584), (3, 0, None)]
+
+
+@pytest.mark.corpus
+def test_a_concatenation_of_the_corpus_gives_each_file_its_own_records(corpus, tmp_path):
+    files = sorted((corpus / "cann_logs").glob("*.log"))
+    if not files:
+        pytest.skip("../shared/corpus/cann_logs is not present")
+    text, spans, first = "", [], 1
+    for path in files:  # one console capture: every excerpt, a blank line between them
+        body = path.read_text(encoding="utf-8").rstrip("\n") + "\n"
+        spans.append((path, first, first + body.count("\n") - 1))
+        text, first = text + body + "\n", first + body.count("\n") + 1
+    (tmp_path / "all.log").write_text(text, encoding="utf-8")
+    keys = ("line_no", "raw", "ts_ns", "level", "pid", "rank", "device_id", "code", "codes", "category")
+    together = [{k: r[k] for k in keys} for r in records(tmp_path / "all", tmp_path / "all.log")]
+    differ = []
+    for path, lo, hi in spans:
+        alone = [{k: r[k] for k in keys} for r in records(tmp_path / path.stem, path)]
+        for r in alone:
+            r["line_no"] += lo - 1
+        if alone != [r for r in together if lo <= r["line_no"] <= hi]:
+            differ.append(path.name)
+    assert differ == [] and len(together) == 235
+
+
+SOURCES = (  # (line prefix, record header, continuation) of three processes writing to one console
+    ("(VllmWorker TP0 pid=961) ", "ERROR 06-25 10:45:23 [worker.py:581] Traceback (most recent call last):",
+     'ERROR 06-25 10:45:23 [worker.py:581]   File "/x/worker.py", line {k}, in execute'),
+    ("[rank6]:", "[W625 10:45:23.024496247 compiler_depend.ts:57] Warning: EZ9999: Inner Error!",
+     "        TraceBack (most recent call last): {k}"),
+    ("", "[ERROR] HCCL(2717288,python3):2025-07-23-03:49:57.177.194 [hccl.cc:1] [2734049]wait socket timeout",
+     "        continuation {k}"),
+)  # fmt: skip
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 3)), min_size=1, max_size=12), st.randoms())
+def test_property_interleaved_sources_keep_their_records(spec, rnd):
+    per_source: list[list[str]] = [[], [], []]
+    expect: list[list[str]] = [[], [], []]
+    for i, (src, conts) in enumerate(spec):
+        prefix, head, cont = SOURCES[src]
+        lines = [prefix + head] + [prefix + cont.format(k=f"{i}.{k}") for k in range(conts)]
+        per_source[src] += lines
+        expect[src].append("\n".join(lines))
+    queues, console = [list(q) for q in per_source], []
+    while any(queues):  # any interleaving that keeps each process's own order, as `tee` of several does
+        q = rnd.choice([q for q in queues if q])
+        console.append(q.pop(0))
+    got: list[list[str]] = [[], [], []]
+    source_of = {"VllmWorker TP0 pid=961": 0, "rank6": 1, "pid 2717288": 2}
+    for r in classify_lines(console):
+        got[source_of[r["origin"]]].append(r["raw"])
+    assert got == expect
+
+
+def _records_by_file(db: Path, files: list[Path]) -> dict[str, list[tuple]]:
+    store, ingested = ingest(db, *files)
+    assert {f.status for f in ingested} == {"ok"}
+    rows = store.cursor().execute(
+        "SELECT f.relpath, l.* EXCLUDE (run_id, file_id, ts_ns) FROM log_records l JOIN files f USING (file_id) "
+        "ORDER BY f.relpath, l.record_no"
+    )
+    out: dict[str, list[tuple]] = {}
+    for row in rows.fetchall():
+        out.setdefault(Path(row[0]).name, []).append(row[1:])
+    store.close()
+    return out
+
+
+def _small_blocks_differ(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: list[Path]) -> list[str]:
+    """The files whose records change when blocks are cut every 300 bytes (inside every other record).
+
+    ts_ns is left out: a yearless stamp takes its year from a dated record of the same block only."""
+    whole = _records_by_file(tmp_path / "whole.duckdb", files)
+    monkeypatch.setattr(cann_log, "BLOCK_BYTES", 300)
+    cut = _records_by_file(tmp_path / "cut.duckdb", files)
+    assert len(whole) == len(files)
+    return sorted(name for name in whole if whole[name] != cut.get(name))
+
+
+def test_block_cuts_never_split_a_prefixed_console_record(tmp_path, monkeypatch):
+    files = []
+    for src in (FIXTURES / "cann_log" / "ok_console_vllm.log", TRAPS / "code_mid_line" / "console.log",
+                TRAPS / "oom_figures" / "console.log"):  # fmt: skip
+        files.append(tmp_path / f"{src.parent.name}.log")
+        files[-1].write_bytes(src.read_bytes())
+    assert _small_blocks_differ(tmp_path, monkeypatch, files) == []
+
+
+@pytest.mark.corpus
+def test_block_cuts_never_split_a_corpus_record(corpus, tmp_path, monkeypatch):
+    files = sorted((corpus / "cann_logs").glob("*.log"))
+    if not files:
+        pytest.skip("../shared/corpus/cann_logs is not present")
+    assert _small_blocks_differ(tmp_path, monkeypatch, files) == []
 
 
 # -- 3: codes anywhere in a record, classification by code ---------------------------------------------------
@@ -268,3 +396,12 @@ def test_no_figures_without_numbers():
              "[PID: 2103452] 2025-11-03-20:18:46.447.213 Resource_Error_Insufficient_Device_Memory(EI0011): Failed "
              "to allocate [size: [0.25MB, 3MB], Affected by QP depth configuration.] bytes of NPU memory."]  # fmt: skip
     assert [r["figures"] for r in classify_lines(lines)] == [None, None, None]
+
+
+def test_rule_regexes_are_ascii_in_polars():
+    from parsers._log_regex import ascii_regex
+
+    rx = ascii_regex(r"(?:^|[^\w])[EWI][0-9A-Z]\d{4}\b|C:\\bin")
+    assert rx == r"(?:^|[^[0-9A-Za-z_]])[EWI][0-9A-Z][0-9]{4}(?-u:\b)|C:\\bin"
+    (rec,) = classify_lines(["错误 EZ9999：设备异常 ≫ EI0002"])  # codes next to non-ASCII text
+    assert rec["codes"] == ["EZ9999", "EI0002"]  # a full-width colon after a code still ends its word
