@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
 LEVELS = "ERROR|WARNING|INFO|DEBUG|EVENT|TRACE"
 _TS = r"(?P<Y>\d{4})-(?P<M>\d\d)-(?P<D>\d\d)"
@@ -22,7 +21,8 @@ PLOG_RX = (
 _LEVEL_TAG = rf"\[(?:{LEVELS})\]"
 GLUED = rf"(\S)(\[(?:{LEVELS})\]\s?[A-Z][A-Z0-9_]*\(\d+,[^)]*\):\d{{4}}-)"
 PREFIX_RX = (
-    r"^(?P<pfile>[^\s:\[\]()]+\.log:)?(?:\((?P<actor>[^()]{1,80}?) pid=(?P<apid>\d+)(?:, ip=[^)]*)?\)\s)?"
+    r"^(?:(?P<pfile>[^\s:\[\]()]+\.log):)?"
+    r"(?:\((?P<porigin>(?P<actor>[^()]{1,80}?) pid=(?P<apid>\d+)(?:, ip=[^)]*)?)\)\s)?"
     r"(?:\[?rank(?P<trank>\d+)\]: ?)?(?:(?P<vlevel>ERROR|WARNING|INFO|DEBUG|CRITICAL) (?:(?P<Y>\d{4})-)?"
     r"(?P<M>\d\d)-(?P<D>\d\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:[.,](?P<f>\d+))? \[?[\w./-]+:\d+\] ?)?"
     r"(?P<rest>.*)$"
@@ -31,6 +31,9 @@ _PREFIXED = (
     r"^(?:[^\s:\[\]()]+\.log:|\([^()]{1,80}? pid=\d+|\[?rank\d+\]:|(?:ERROR|WARNING|INFO|DEBUG|CRITICAL) \d)"
 )
 _EM_TS = rf"{_TS}-{_HMS}\.(?P<ms>\d{{3}})\.(?P<us>\d{{3}})"
+# glog / c10 stamps carry no year: W1101 02:43:40.706000 (month not zero-padded in c10: W904 = 9/04)
+_MD_HMS = r"(?P<M>\d{1,2}?)(?P<D>\d\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)\.(?P<f>\d+)"
+_LOGGER_LEVEL = "(?i:debug|info|warning|warn|error|critical|fatal)"
 # Console record forms, tried in order on the prefix-stripped line; the groups they may have are the columns.
 FORMS: tuple[tuple[str, str], ...] = (
     ("pta", rf"^\[(?P<level>ERROR|WARNING|INFO)\] {_TS}-{_HMS} \(PID:(?P<pid>\d+), Device:(?P<dev>-?\d+), "
@@ -38,13 +41,17 @@ FORMS: tuple[tuple[str, str], ...] = (
     ("em", rf"^(?P<code>[EWI][0-9A-Z]\d{{4}})(?:[:\s]\s*(?:\[PID: ?(?P<pid>\d+)\]\s*)?|\[PID: ?(?P<pid2>\d+)\]\s*)"
            rf"(?:{_EM_TS}\s*)?(?P<msg>.*)$"),
     ("em_title", rf"^\[PID: ?(?P<pid>\d+)\] {_EM_TS} (?P<msg>.*)$"),
-    ("c10", r"^\[(?P<level>[WEI])(?:\d{3,4} \d\d:\d\d:\d\d\.\d+)? ?(?P<src>[\w./-]+:\d+)\] (?:Warning: )?(?P<msg>.*)$"),
-    ("glog", r"^(?P<level>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+\s+(?P<tid>\d+) (?P<src>[^\s\]]+:\d+)\] ?(?P<msg>.*)$"),
+    ("c10", rf"^\[(?P<level>[WEI])(?:{_MD_HMS})? ?(?P<src>[\w./-]+:\d+)\] (?:Warning: )?(?P<msg>.*)$"),
+    ("glog", rf"^(?P<level>[IWEF]){_MD_HMS}\s+(?P<tid>\d+) (?P<src>[^\s\]]+:\d+)\] ?(?P<msg>.*)$"),
     ("mindie", rf"^\[{_TS} {_HMS}[.,](?P<f>\d+)\] \[(?P<level>[A-Za-z]+)\] \[(?P<tid>\d+)\] \[(?P<src>[^\]]+:\d+)\] ?(?P<msg>.*)$"),
     ("pylog", rf"^\[{_TS} {_HMS}[.,](?P<f>\d+)\] (?P<module>[\w.]+): \[(?P<level>[A-Z]+)\] ?(?P<msg>.*)$"),
     ("pylog2", rf"^{_TS} {_HMS}[.,](?P<f>\d+) - (?P<module>\S+) - (?P<level>[A-Z]+) - (?P<msg>.*)$"),
     ("paddle", r"^\[(?P<level>[WEIF]) +\d+/ ?\d+ \d\d:\d\d:\d\d\.\d+ (?P<src>\S+:\d+)[^\]]*\] ?(?P<msg>.*)$"),
+    ("pybracket", rf"^\[{_TS}[ T]{_HMS}(?:[.,](?P<f>\d+))?\]\s*\[(?P<level>{_LOGGER_LEVEL})\]:?\s*(?P<msg>.*)$"),
+    ("tsfirst", rf"^{_TS}[ T]{_HMS}(?:[.,](?P<f>\d+))?\s+(?:\|\s*)?(?P<level>{_LOGGER_LEVEL})\b\s*[|:-]?\s*(?P<msg>.*)$"),
+    ("pyroot", rf"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):(?P<module>[\w.-]*):\s?(?:{_EM_TS}\s*)?(?P<msg>.*)$"),
     ("vllm", rf"^(?P<level>ERROR|WARNING|INFO|DEBUG) {_TS} {_HMS}[.,](?P<f>\d+) \[(?P<src>[^\]]+:\d+)\] ?(?P<msg>.*)$"),
+    ("recent", rf"^\[(?P<level>ERROR|WARNING)\] RecentErrMsg: (?:\[PID: ?(?P<pid>\d+)\]\s*)?(?:{_EM_TS}\s*)?(?P<msg>.*)$"),
     ("bracket", r"^\[(?P<level>(?i:error|warning|warn|info|debug))\]:? ?(?P<msg>.*)$"),
     ("colon", r"^(?P<level>INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+(?P<msg>.*)$"),
     ("pyexc", r"^(?P<module>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt))(?:: (?P<msg>.*))?$"),
@@ -54,31 +61,23 @@ FORMS: tuple[tuple[str, str], ...] = (
 FORM_LEVEL = {"pyexc": "ERROR", "pywarn": "WARNING"}
 CONT = r"^(?:\s|TraceBack \(most recent call last\)|Possible Cause|Solution:|\^)|\[FUNC:\w+\]\[FILE:"
 TID_RX = r"^(?P<pre>\s*(?:\[(?P<t1>\d+)\]|(?P<t2>\d+) ?|>>> \(tid:(?P<t3>\d+)\)\s*|tid:(?P<t4>\d+),|(?P<dl>\[\w+\])\[tid:(?P<t5>\d+)\]))"
-CODES = (  # in priority order; the first found is the record's code
-    ("lead", r"(?:^|RecentErrMsg: |Warning: )(?P<x>[EWI][0-9A-Z]\d{4})[:\[ ]"),
-    ("title", r"\((?P<x>[EWI][0-9A-Z]\d{4})\):"),
-    ("pta", r"\b(?P<x>ERR\d{5})\b"),
-    ("module", r"module_name=(?P<x>E[0-9A-Z]\d{4})"),
-    (
-        "rc",
-        r"(?:error code is |error code ?[:=] ?|ErrCode=|failed ?: ?|runtime result = |result = )(?P<x>\d{6})\b",
-    ),
-)
 RANK_RX = r"(?:RankID:|rankId\[|(?:^|[^\w])rank\[)(?P<x>\d+)"
 DEVICE_RX = r"(?:Device:|device_id=|dev_id=|deviceLogicId\[|deviceId\[|\(NPU |device\()(?P<x>\d+)[,;)\]\s]"
 LEVEL_TAGS = {"ER": "ERROR", "WA": "WARNING", "IN": "INFO", "DE": "DEBUG", "EV": "EVENT", "TR": "TRACE"}
 LEVEL_NAMES = {"W": "WARNING", "E": "ERROR", "I": "INFO", "F": "ERROR", "D": "DEBUG", "WARN": "WARNING",
                "CRITICAL": "ERROR", "FATAL": "ERROR"}  # fmt: skip
-PREFIX_FIELDS = {"p_level": pl.String, "p_ts": pl.Int64, "p_rank": pl.Int32, "p_pid": pl.Int64}
+PREFIX_FIELDS = {"p_level": pl.String, "p_ts": pl.Int64, "p_rank": pl.Int32, "p_pid": pl.Int64,
+                 "p_origin": pl.String, "p_ny": pl.String, "p_nyf": pl.Int64}  # fmt: skip
 COLUMNS = {
     "run_id": pl.Int64, "file_id": pl.Int64, "record_no": pl.Int64, "line_no": pl.Int64, "line_count": pl.Int32,
     "ts_ns": pl.Int64, "level": pl.String, "module": pl.String, "pid": pl.Int64, "tid": pl.Int64,
     "process_name": pl.String, "device_id": pl.Int32, "rank": pl.Int32, "source_loc": pl.String, "code": pl.String,
-    "message": pl.String, "raw": pl.String, "category": pl.String, "rule_id": pl.String, "severity": pl.String,
+    "origin": pl.String, "codes": pl.List(pl.String), "figures": pl.String, "message": pl.String, "raw": pl.String, "category": pl.String, "rule_id": pl.String, "severity": pl.String,
 }  # fmt: skip
 LINE_FIELDS = {"level": pl.String, "module": pl.String, "pid": pl.Int64, "tid": pl.Int64, "pname": pl.String,
                "src": pl.String, "ts_ns": pl.Int64, "msg": pl.String, "code": pl.String, "dev": pl.Int32,
-               "rank": pl.Int32, "form": pl.String}  # fmt: skip
+               "rank": pl.Int32, "form": pl.String, "origin": pl.String, "line_src": pl.String,
+               "ny": pl.String, "nyf": pl.Int64}  # fmt: skip
 
 
 # -- one block of lines → one row per line with its fields ---------------------------------------------------
@@ -101,6 +100,22 @@ def _ts_ns(cols: set[str]) -> pl.Expr:
     else:
         frac = pl.lit(0, pl.Int64)
     return base + frac.fill_null(0)
+
+
+def _yearless(cols: set[str]) -> tuple[pl.Expr, pl.Expr]:
+    """A stamp without a year (vLLM, glog, c10) as 'MM-DD hh:mm:ss' and its fraction in ns; the record gets its
+    year later, from a dated record of the same origin (see _log_records.with_years)."""
+    if "M" not in cols or "h" not in cols:
+        return pl.lit(None, pl.String), pl.lit(None, pl.Int64)
+    month = pl.col("M").str.pad_start(2, "0")
+    stamp = pl.concat_str([month, pl.lit("-"), pl.col("D"), pl.lit(" "), pl.col("h"), pl.lit(":"), pl.col("m"),
+                           pl.lit(":"), pl.col("s")])  # fmt: skip
+    if "Y" in cols:
+        stamp = pl.when(pl.col("Y").is_null()).then(stamp)
+    frac = (
+        pl.col("f").str.pad_end(9, "0").str.slice(0, 9).cast(pl.Int64, strict=False) if "f" in cols else None
+    )
+    return stamp, (frac if frac is not None else pl.lit(0, pl.Int64)).fill_null(0)
 
 
 def _conform(df: pl.DataFrame) -> pl.DataFrame:
@@ -183,10 +198,18 @@ def _strip_prefixes(df: pl.DataFrame) -> pl.DataFrame:
         return _conform(plain)
     x = df.filter(prefixed).with_columns(x=pl.col("l").str.extract_groups(PREFIX_RX)).unnest("x")
     cols = set(x.columns)
+    ny, nyf = _yearless(cols)
     x = x.with_columns(
         c=pl.col("rest"),
         p_level=pl.col("vlevel"),
         p_ts=_ts_ns(cols),
+        p_ny=ny,
+        p_nyf=nyf,
+        p_origin=pl.coalesce(  # the outermost prefix names the process (ORIGINS in _log_records)
+            pl.col("porigin").str.replace_all(r"\s+", " "),
+            pl.lit("rank") + pl.col("trank"),
+            pl.col("pfile"),
+        ),
         p_rank=pl.coalesce(pl.col("trank"), pl.col("actor").str.extract(r"rank=(\d+)", 1)).cast(
             pl.Int32, strict=False
         ),
@@ -225,7 +248,10 @@ def _console_fields(sub: pl.DataFrame, name: str) -> pl.DataFrame:
     level = level.replace(LEVEL_NAMES)
     pid = pl.coalesce([pl.col(p) for p in ("pid", "pid2") if p in cols]) if "pid" in cols else pl.lit(None)
     msg = pl.col("c") if name == "pyexc" or "msg" not in cols else pl.coalesce(pl.col("msg"), pl.col("c"))
-    sub = sub.with_columns(level=level, pid=pid, msg=msg, ts_ns=_ts_ns(cols), form=pl.lit(name))
+    ny, nyf = _yearless(cols)
+    sub = sub.with_columns(
+        level=level, pid=pid, msg=msg, ts_ns=_ts_ns(cols), ny=ny, nyf=nyf, form=pl.lit(name)
+    )
     if "dev" in cols:
         sub = sub.with_columns(
             dev=pl.col("dev").cast(pl.Int32, strict=False), rank=pl.col("rank").cast(pl.Int32, strict=False)
@@ -268,90 +294,14 @@ def parse_lines(lines: list[str], line0: int) -> pl.DataFrame:
     if not parts:
         return _conform(df.with_columns(c=pl.col("l"))).drop(*PREFIX_FIELDS)
     out = pl.concat(parts).sort("ord")
+    own_pid = pl.lit("pid ") + pl.col("pid").cast(pl.String)
     return out.with_columns(
         level=pl.coalesce(pl.col("level"), pl.col("p_level")).replace(LEVEL_NAMES),
         ts_ns=pl.coalesce(pl.col("ts_ns"), pl.col("p_ts")),
+        ny=pl.coalesce(pl.col("ny"), pl.col("p_ny")),
+        nyf=pl.coalesce(pl.col("nyf"), pl.col("p_nyf")),
         rank=pl.coalesce(pl.col("rank"), pl.col("p_rank")),
         pid=pl.coalesce(pl.col("pid"), pl.col("p_pid")),
-    ).drop("p_level", "p_ts", "p_rank", "p_pid")
-
-
-# -- lines → records -----------------------------------------------------------------------------------------
-CODE_ANY = "|".join(rx.replace("(?P<x>", "(") for _, rx in CODES)
-
-
-def mark_starts(lines: pl.DataFrame, plog_mode: bool) -> pl.DataFrame:
-    """A recognised header starts a record; in a console capture so does any line that is not a continuation."""
-    start = pl.col("form").is_not_null()
-    if not plog_mode:
-        start = start | ~pl.col("c").str.contains(CONT)
-    return lines.with_columns(start=start)
-
-
-def group_records(lines: pl.DataFrame) -> pl.DataFrame:
-    """Records from lines with a ``start`` flag: the first line's fields, the raw text, continuation in msg.
-
-    ``rec`` numbers the records from 0 in file order; only the lines of multi-line records are grouped.
-    """
-    start = pl.col("start") | (pl.int_range(pl.len()) == 0)
-    lines = lines.with_columns(start=start).with_columns(rec=pl.col("start").cum_sum().cast(pl.Int64) - 1)
-    single = pl.col("start") & pl.col("start").shift(-1, fill_value=True)
-    one = lines.filter(single).with_columns(raw=pl.col("l"), last_line=pl.col("line_no"))
-    if one.height == lines.height:
-        return one
-    firsts = [pl.col(c).first() for c in ("line_no", *LINE_FIELDS)]
-    multi = (
-        lines.filter(~single)
-        .group_by("rec", maintain_order=True)
-        .agg(
-            *firsts,
-            raw=pl.col("l").str.join("\n"),
-            more=pl.col("c").slice(1).str.join("\n"),
-            last_line=pl.col("line_no").last(),
-        )
-    )
-    more = pl.col("more")
-    multi = multi.with_columns(
-        msg=pl.when(more != "").then(pl.col("msg") + "\n" + more).otherwise(pl.col("msg"))
-    )
-    keep = ["rec", "line_no", *LINE_FIELDS, "raw", "last_line"]
-    return pl.concat([one.select(keep), multi.select(keep)])
-
-
-def enrich(rec: pl.DataFrame, file_pid: int | None, file_device: int | None) -> pl.DataFrame:
-    """Error code (first found of CODES), rank and device named in the message; file-name pid / device."""
-    msg = pl.col("msg")
-    code = rec["code"]
-    hits = np.flatnonzero(rec["msg"].str.contains(CODE_ANY).fill_null(False).to_numpy())
-    if len(hits):
-        found = rec[hits].select(pl.coalesce(pl.col("code"), *[msg.str.extract(rx, 1) for _, rx in CODES]))
-        code = code.scatter(hits, found.to_series())
-    letter = code.str.extract(r"^([EWI])[0-9A-Z]\d{4}$", 1).replace(
-        {"E": "ERROR", "W": "WARNING", "I": "INFO"}
-    )
-    return rec.with_columns(
-        code=code,
-        level=pl.coalesce(pl.col("level"), letter),
-        rank=pl.coalesce(pl.col("rank"), msg.str.extract(RANK_RX, 1).cast(pl.Int32, strict=False)),
-        dev=pl.coalesce(
-            pl.col("dev"),
-            msg.str.extract(DEVICE_RX, 1).cast(pl.Int32, strict=False),
-            pl.lit(file_device, pl.Int32),
-        ),
-        pid=pl.coalesce(pl.col("pid"), pl.lit(file_pid, pl.Int64)),
-        pname=pl.when(pl.col("pname") != "").then(pl.col("pname")),
-    )
-
-
-def to_table(rec: pl.DataFrame, run_id: int | None, file_id: int, record0: int) -> pa.Table:
-    out = rec.with_columns(
-        run_id=pl.lit(run_id, pl.Int64),
-        file_id=pl.lit(file_id, pl.Int64),
-        record_no=pl.col("rec") + (record0 + 1),  # the insert adds the records of the blocks before
-        line_count=(pl.col("last_line") - pl.col("line_no") + 1).cast(pl.Int32),
-        process_name=pl.col("pname"),
-        device_id=pl.col("dev"),
-        source_loc=pl.col("src"),
-        message=pl.col("msg"),
-    )
-    return out.select(pl.col(c).cast(t) for c, t in COLUMNS.items()).to_arrow()
+        origin=pl.coalesce(pl.col("p_origin"), own_pid),  # the prefix, else the line's own pid field
+        line_src=pl.col("p_origin"),
+    ).drop(*PREFIX_FIELDS)

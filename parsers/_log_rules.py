@@ -5,6 +5,7 @@ Used by ``parsers/cann_log.py`` at ingest; the rules are data, one entry per rul
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
@@ -12,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+
+from parsers._log_regex import ascii_regex
 
 RULES_PATH = Path(__file__).resolve().parent.parent / "diag" / "rules" / "log_patterns.toml"
 
@@ -50,12 +53,22 @@ def load_rules(path: Path = RULES_PATH) -> tuple[Rule, ...]:
     )
 
 
+_CODES_KEY = "_codes_key"  # "|EZ9999|507048|": the record's codes as one string, matched by a regex per rule
+
+
+def _names_any(codes: list[str]) -> pl.Expr:
+    """The record's ``codes`` (every code its text names) include one of ``codes``."""
+    alternatives = "|".join(re.escape(c) for c in codes)
+    hit = pl.col(_CODES_KEY).str.contains(rf"\|(?:{alternatives})\|")
+    return (hit | pl.col("code").is_in(codes)).fill_null(False)
+
+
 def _rule_condition(rule: Rule) -> pl.Expr:
     cond = pl.lit(False)
     if rule.pattern:
-        cond = pl.col("raw").str.contains(rule.pattern)
-    if rule.codes:
-        cond = cond | pl.col("code").is_in(list(rule.codes)).fill_null(False)
+        cond = pl.col("raw").str.contains(ascii_regex(rule.pattern))
+    if rule.codes:  # any code the record names, not only its primary one (a wrapper's code comes first)
+        cond = cond | _names_any(list(rule.codes))
     if not rule.pattern and not rule.codes:
         cond = pl.lit(True)
     if rule.levels:
@@ -65,11 +78,22 @@ def _rule_condition(rule: Rule) -> pl.Expr:
 
 def classify(records: pl.DataFrame, rules: tuple[Rule, ...]) -> pl.DataFrame:
     """Add rule_id / category / severity: the first matching rule, tried only where any rule can match."""
-    combined = "|".join(f"(?:{r.pattern})" for r in rules if r.pattern)
+    records = records.with_columns(
+        pl.concat_str(pl.lit("|"), pl.col("codes").list.join("|"), pl.lit("|")).alias(_CODES_KEY)
+    )
+    patterns = [ascii_regex(r.pattern) for r in rules if r.pattern]
+    # two regexes, case-sensitive and (?i) patterns apart: one alternation of both kinds outgrows the regex
+    # engine's lazy-DFA cache on console text and falls back to a ~10x slower engine (measured on a 4 MB corpus
+    # block: 0.57 s as one regex, 0.013 s + 0.051 s as two)
+    combined = [
+        "|".join(f"(?:{p})" for p in patterns if p.startswith("(?i)") == folded)
+        for folded in (False, True)
+        if any(p.startswith("(?i)") == folded for p in patterns)
+    ]
     codes = sorted({c for r in rules for c in r.codes})
     levels = sorted({lv for r in rules if not r.pattern and not r.codes for lv in r.levels})
     maybe = records.select(
-        pl.col("raw").str.contains(combined) | pl.col("code").is_in(codes).fill_null(False)
+        pl.any_horizontal(pl.col("raw").str.contains(rx) for rx in combined) | _names_any(codes)
         | pl.col("level").is_in(levels).fill_null(False)
     ).to_series()  # fmt: skip
     idx = np.zeros(records.height, dtype=np.int64)  # 0 = no rule, i + 1 = rules[i]
@@ -87,7 +111,7 @@ def classify(records: pl.DataFrame, rules: tuple[Rule, ...]) -> pl.DataFrame:
     def column(values: list[str]) -> pl.Series:
         return pl.Series([None, *values], dtype=pl.String).gather(take)
 
-    return records.with_columns(
+    return records.drop(_CODES_KEY).with_columns(
         rule_id=column([r.id for r in rules]),
         category=column([r.category for r in rules]),
         severity=column([r.severity for r in rules]),

@@ -16,7 +16,24 @@ Streaming: the file is read in blocks of about ``BLOCK_BYTES``, each cut just be
 are often GBK), split, parsed with Polars (slices and regexes over whole columns, which release the GIL) on
 ``WORKERS`` threads, classified, and inserted in file order as one Arrow batch per block.  Memory is bounded by
 a few blocks' frames (plus DuckDB's memory_limit) whatever the file size.
-Times are local time as if UTC (logs carry no zone), int64 ns; console forms without a year get NULL.
+Times are local time as if UTC (logs carry no zone), int64 ns.
+
+What each record says comes from its own lines or its source, never from an unrelated record (rules and their
+reasons: ``parsers/_log_records.py``):
+
+* ``origin`` — the process / source: ``VllmWorker TP1 pid=961`` / ``EngineCore_DP0 pid=123`` (vLLM), ``RayWorkerWrapper
+  pid=4567, ip=10.0.0.2`` (Ray: the text in the parentheses, spaces collapsed), ``rank6`` (torchrun ``[rank6]:``),
+  ``run/plog/plog-2111667_….log`` (a ``grep`` file prefix), else ``pid 1234`` from the record's own pid field (plog
+  header, ``[PID: 1234]``, ``(PID:1234, …)``), else NULL (the file itself is the only source);
+* a record never spans two sources: a continuation line joins the open record of its own line prefix (and an
+  unprefixed line after a blank line, or 50 lines after its source's previous line, opens a record);
+* ``codes`` — every error / return code the record's text names, in order, each once; ``code`` — the most specific
+  of them (a runtime / CANN code over a wrapper such as EZ9999 / EH9999 / ERR00100 / ERR99999; never a hex retCode):
+  ``diag/rules/log_codes.toml``, ``parsers/_log_codes.py``; classification rules match any of ``codes``;
+* ``figures`` — JSON of the numbers memory messages state, sizes in bytes (torch_npu / CUDA OOM, vLLM KV cache,
+  gpu_memory_utilization, CANN allocation failures): ``diag/rules/log_figures.toml``, ``parsers/_log_figures.py``;
+* ``ts_ns`` — the record's own stamp; a stamp without a year (vLLM, glog, c10) takes the year of the nearest dated
+  record of the same origin in the block when that puts it within 24 h of it, else NULL.
 """
 
 from __future__ import annotations
@@ -38,16 +55,8 @@ import pyarrow as pa
 from diag.errors import BadInputError
 from parsers._base import ParseContext, ParseResult, Probe
 from parsers._io import one_line
-from parsers._log_grammar import (
-    COLUMNS,
-    LEVELS,
-    enrich,
-    group_records,
-    mark_starts,
-    parse_lines,
-    split_lines,
-    to_table,
-)
+from parsers._log_grammar import COLUMNS, LEVELS, parse_lines, split_lines
+from parsers._log_records import enrich, group_records, mark_starts, to_table
 from parsers._log_rules import RULES_PATH, Rule, classify, load_rules  # noqa: F401  (re-exported)
 
 BLOCK_BYTES = 4 << 20
@@ -140,14 +149,22 @@ def _decode(raw: bytes, seen: _Text) -> str:
 
 
 _RECORD_CUT = re.compile(rf"\n(?=\[(?:{LEVELS})\] ?[A-Z][A-Z0-9_]*\(\d+,)".encode())
-_LINE_CUT = re.compile(rb"\n(?=\S)")
+# Before a console line that starts a record: behind its process / rank / vLLM-logger prefixes, not indented and
+# not a continuation word (a prefixed traceback line is not a place to cut); the prefixes are one atomic group so
+# that the look-ahead cannot succeed by skipping them.
+_CONSOLE_CUT = re.compile(
+    rb"\n(?=(?>(?:[^\s:\[\]()]+\.log:)?(?:\([^()\n]{1,80}? pid=\d+[^)\n]*\)\s)?(?:\[?rank\d+\]: ?)?"
+    rb"(?:(?:ERROR|WARNING|INFO|DEBUG|CRITICAL) (?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? \[?[\w./-]+:\d+\] ?)?)"
+    rb"(?![\s^]|TraceBack \(most recent|Possible Cause|Solution:|[^\n]*\[FUNC:\w+\]\[FILE:)\S[^\n]*\n)"  # a whole line: not one cut off
+)
 
 
 def _cut(data: bytes) -> int:
-    """Where the last record of a block surely starts (before a plog header, else before an unindented
-    line); 0 when the block holds no such place, and then, past MAX_LINE_BYTES, the last line end."""
+    """Where the last record of a block surely starts (before a plog header, else before a console line that
+    starts a record); 0 when the block holds no such place (the record goes on: read on), and then, past
+    MAX_LINE_BYTES, the last line end."""
     tail = max(0, len(data) - (1 << 20))
-    for rx in (_RECORD_CUT, _LINE_CUT):
+    for rx in (_RECORD_CUT, _CONSOLE_CUT):
         last = None
         for last in rx.finditer(data, tail):  # noqa: B007 - the last match is the one wanted
             pass
@@ -244,7 +261,7 @@ def _noted(result: tuple[pa.Table, _Text], seen: _Text) -> pa.Table:
 
 class CannLogParser:
     name = "cann_log"
-    version = 1
+    version = 2  # 2: origin, codes, figures; records never span two sources
     platform = "ascend"
     creates_run = False  # a log joins the run of its folder when there is one
 

@@ -115,7 +115,8 @@ def test_console_capture_behind_vllm_prefixes(tmp_path):
     assert [x["category"] for x in r] == [
         None, "cpu_fallback", None, "task_timeout", "error_wrapper", "task_timeout", "hccl_timeout",
     ]  # fmt: skip
-    assert r[0]["ts_ns"] is None  # vLLM's prefix has no year
+    # vLLM's prefix has no year: it is that of the dated record of the same process (line 7), 23 s later
+    assert r[0]["ts_ns"] == ns("2025-06-25 10:45:00")
     assert r[4]["ts_ns"] == ns("2025-06-25 10:45:23") and r[4]["device_id"] == 1
     assert r[6]["ts_ns"] == ns("2025-06-25 10:45:23.586187")
     assert r[6]["message"].startswith("The wait execution of the Notify register times out.")
@@ -276,6 +277,7 @@ RULE_EXAMPLES = {
     "device_aicpu_exception": "[ERROR] RUNTIME(16243,msame):2022-09-22-11:27:01.794.510 [api_c.cc:661]16243 rtStreamSynchronize:[EXEC][DEFAULT]ErrCode=507018, desc=[aicpu exception], InnerCode=0x715002a",
     "device_aicore_exception": "EZ9999: [PID: 838] 2025-09-04-09:50:11.954.378 The error from device(chipId:6, dieId:0), serial number is 8, there is an exception of aivec error, core id is 40, error code = 0",
     "oom_torch_npu": "RuntimeError: NPU out of memory. Tried to allocate 22.00 MiB (NPU 0; 60.97 GiB total capacity; 10.24 GiB already allocated; 10.24 GiB current active; 19.52 MiB free; 10.65 GiB reserved in total by PyTorch)",
+    "oom_kv_cache": "(EngineCore_DP0 pid=30023) ERROR 11-26 11:43:04 [core.py:708] ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.",
     "oom_cann": "[PID: 1613532] 2026-03-24-12:14:45.885.234 Memory_Allocation_Failure(EL0004): Failed to allocate memory.",
     "hccl_notify_timeout": "EI0002: [PID: 13075] 2025-06-25-10:45:23.586.187 The wait execution of the Notify register times out. Reason: The Notify register has not received the Notify record from remote rank: [unknown].",
     "hccl_task_run_failed": "[ERROR] HCCL(2111667,all_reduce_test):2025-10-24-11:18:29.597.044 [task_exception_handler.cc:908] [2111667][TaskExecStage][Timeout][Host]Task run failed, base information is streamID:[2], taskID[21]",
@@ -378,7 +380,7 @@ def test_cli_logs_json_and_table(tmp_path):
     code, _ = cli_json("ingest", str(FX / "two_ranks"), "--db", str(db))
     assert code == 0
     code, out = cli_json("logs", "--db", str(db))
-    assert code == 0 and set(out) == {"db", "run", "root_causes", "records", "records_shown"}
+    assert code == 0 and set(out) >= {"db", "run", "root_causes", "records", "records_shown"}  # keys are only added
     top = out["root_causes"][0]
     assert top["category"] == "device_exception" and top["rank"] == 1 and top["evidence"][0]["line_no"] == 2
     assert set(top) >= {

@@ -63,7 +63,8 @@ def test_postmortem_of_a_real_log(cann_logs, tmp_path, name):
     assert re.search(rf"^\| `{re.escape(name)}` \|[^|]+\| `{category}` \|", index, re.M)
     store = _ingest(tmp_path / "db.duckdb", cann_logs / name)
     pm = build_postmortem(store)
-    assert pm.run_id is None and pm.scope == "every log in the store"
+    assert pm.run_id is None and pm.episode == 1  # no run: the latest incident episode, named
+    assert pm.scope.startswith("latest incident episode #1 (") and name in pm.scope
     assert pm.root_cause and pm.root_cause["source"] == "log" and pm.root_cause["category"] == category
     lines = pm.root_cause["statement"]["evidence"]["log_lines"]
     hit = [ln for ln in lines if key in ln["raw"]]

@@ -1,5 +1,6 @@
-"""Logs: the ranked root causes found in CANN / torch_npu logs, then the classified records with filters,
-each with the raw lines around it.  No SQL here: the analysis layer (diag.analyses.log_diagnosis) answers,
+"""Logs: the ranked root causes found in CANN / torch_npu logs — for the logs of no run, those of one incident
+episode (the latest by default; diag.analyses.log_episodes) — then the classified records with filters, each
+with the raw lines around it.  No SQL here: the analysis layer (diag.analyses.log_diagnosis) answers,
 cached by the database fingerprint."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import streamlit as st
 
 from app import data
 from diag.analyses import log_diagnosis as diagnosis
+from diag.analyses import log_episodes
 
 SEVERITY = {
     "high": ":red-badge[high]",
@@ -26,8 +28,13 @@ def _scopes(fp: str) -> list[dict]:
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def _causes(fp: str, run_id: int | None) -> list[diagnosis.RootCause]:
-    return diagnosis.root_causes(data.store(), run_id)
+def _episodes(fp: str, run_id: int | None) -> list[log_episodes.Episode]:
+    return diagnosis.episodes(data.store(), run_id)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _causes(fp: str, run_id: int | None, episode: int | None) -> list[diagnosis.RootCause]:
+    return diagnosis.root_causes(data.store(), run_id, episode=episode)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -64,12 +71,24 @@ if not scopes:
     st.info("No log yet: upload plog / device logs or a console capture on the Upload page.")
     st.stop()
 choices: list[int | None] = [None] + [s["run_id"] for s in scopes if s["run_id"] is not None]
-names = {None: f"every log ({sum(s['files'] for s in scopes)} files)"}
+names = {None: f"every log ({sum(s['files'] for s in scopes)} files), by episode"}
 names |= {s["run_id"]: f"run {s['run_id']} · {s['name']} ({s['files']} files)" for s in scopes if s["run_id"]}
 run_id = st.selectbox("Logs of", choices, format_func=names.get, key="logs_scope")
 
 st.subheader("Root causes")
-causes = _causes(fp, run_id)
+episode = None
+if run_id is None:  # logs of no run: one incident episode at a time, never every log stitched together
+    eps = _episodes(fp, run_id)
+    latest = log_episodes.latest_incident(eps)
+    if eps and latest is not None:
+        numbers = [e.episode for e in eps]
+        labels = {e.episode: log_episodes.describe(e) for e in eps}
+        labels[latest.episode] += " · latest incident" if latest.incident else " · latest"
+        episode = st.selectbox(
+            f"Episode ({len(eps)})", numbers, index=numbers.index(latest.episode), format_func=labels.get,
+            key="logs_episode",
+        )  # fmt: skip
+causes = _causes(fp, run_id, episode)
 if not causes:
     st.success("No error found in these logs.")
 st.caption(
@@ -91,8 +110,10 @@ for c in causes:
         with st.expander("evidence"):
             for e in c.evidence:
                 wraps = f" (wraps {e.wraps})" if e.wraps else ""
+                origin = f" · {e.origin}" if e.origin else ""
                 st.caption(
-                    f"{e.file}:{e.line_no} · {_time(e.ts_ns)} · rank {e.rank if e.rank is not None else '-'}{wraps}"
+                    f"{e.file}:{e.line_no}{origin} · {_time(e.ts_ns if e.ts_ns is not None else e.eff_ns)} · "
+                    f"rank {e.rank if e.rank is not None else '-'}{wraps}"
                 )
                 st.code(e.raw, language=None)
 

@@ -1,40 +1,59 @@
 """Root causes from CANN / torch_npu logs: which classified record is the failure, which are its echoes.
 
 Records were classified at ingest (``rules/log_patterns.toml``).  Here the flagged ones (severity other than
-``none``) of every file and rank are put in time order and cut into *episodes* where consecutive records
-are more than ``episode_gap_s`` apart (an HCCL notify wait times out 1800 s after the failure that stalled
-it, so its EI0002 must land in the same episode).  Within an episode the records of one category form one
-candidate; candidates are ranked by severity, then role (a ``cause`` before a ``symptom`` such as EI0002 on
-another rank, a ``consequence`` such as a watchdog abort, or a ``wrapper`` such as ERR00100), then the
-category's rank, then time.  The first is the root cause; symptoms, consequences and wrappers after it are
-marked as its echoes.  Console lines without a timestamp take the time of the record before them in the
-same file (or the file's first timestamp).
+``none``) are cut into incident *episodes* (``log_episodes``: time-consistent records of one job / run, each
+record's time and rank its own or its source's — file + console prefix — never another's).  Within an episode
+the records of one category form one candidate; candidates are ranked by severity, then role (a ``cause``
+before a ``symptom`` such as EI0002 on another rank, a ``consequence`` such as a watchdog abort, or a
+``wrapper`` such as ERR00100), then the category's rank, then time.  The first is the root cause; symptoms,
+consequences and wrappers of the same episode after it are marked as its echoes.  A wrapper names the code of
+a record of its own source just after it (``[log_episodes]`` wrap_records / wrap_window_s).  Titles,
+explanations and fixes are the rule's templates filled from the records (``log_explain``).
 
-Also: findings in the shape of ``findings.Finding`` (``log:<category>``), accessors for the Logs page, and
-``log_evidence_for_ops`` for the Fallback page.  Data only; nothing here draws.
+Also: findings in the shape of ``findings.Finding`` (``log:<category>``); the Logs and Fallback pages'
+accessors live in ``log_queries`` (re-exported here).  Data only; nothing here draws.
 """
 
 from __future__ import annotations
 
-import re
+import json
 import tomllib
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from diag.analyses import log_episodes
 from diag.analyses.error_codes import describe_code, error_codes  # noqa: F401  (error_codes: re-exported)
 from diag.analyses.findings import Finding
+from diag.analyses.log_episodes import (
+    SOURCE_SQL,
+    Episode,
+    describe,
+    episode_ctes,
+    latest_incident,
+    others_text,
+    source_key,
+)
+from diag.analyses.log_explain import explain
+from diag.analyses.log_queries import (  # noqa: F401  (re-exported: the pages' accessors)
+    RECORD_COLUMNS,
+    classified_records,
+    filter_values,
+    log_evidence_for_ops,
+    log_records,
+    log_scopes,
+    record_context,
+    record_ref,
+    records_by_ref,
+    split_ref,
+)
 from diag.store import Store
 
 RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
 PATTERNS = RULES_DIR / "log_patterns.toml"
 SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2, "info": 3}
 ROLE_ORDER = {"cause": 0, "symptom": 1, "consequence": 2, "wrapper": 3}
-RECORD_COLUMNS = (
-    "file_id", "source", "record_no", "line_no", "line_count", "ts_ns", "level", "module", "pid", "tid",
-    "process_name", "device_id", "rank", "source_loc", "code", "category", "rule_id", "severity", "message", "raw",
-)  # fmt: skip
 
 
 @lru_cache(maxsize=2)
@@ -47,15 +66,6 @@ def log_rules(path: Path = PATTERNS) -> dict[str, Any]:
         "category": data["category"],
         "rule": {r["id"]: r for r in data["rule"]},
     }
-
-
-def record_ref(file_id: int, record_no: int) -> int:
-    """One integer naming a log record (the table has no id column): file_id in the high 32 bits."""
-    return (int(file_id) << 32) | int(record_no)
-
-
-def split_ref(ref: int) -> tuple[int, int]:
-    return ref >> 32, ref & 0xFFFFFFFF
 
 
 @dataclass
@@ -71,7 +81,9 @@ class Evidence:
     code: str | None
     rule_id: str
     raw: str
-    wraps: str | None = None  # for a wrapper (ERR00100…): the first real code printed after it
+    wraps: str | None = None  # for a wrapper (ERR00100…): the first real code printed after it in its source
+    origin: str | None = None  # the record's source within its file (console prefix); None: the file itself
+    eff_ns: int | None = None  # its time, or (untimed) the time of the nearest timed record of its source
 
 
 @dataclass
@@ -93,13 +105,12 @@ class RootCause:
     explanation: str
     fix: str
     evidence: list[Evidence] = field(default_factory=list)
+    origins: list[str] = field(default_factory=list)  # console prefixes of its records (none: whole files)
+    figures: dict[str, Any] = field(default_factory=dict)  # numbers its first record with figures states
+    advice: list[str] = field(default_factory=list)  # what those figures say (OOM: request, free, reserved…)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def _run_filter(run_id: int | None, alias: str = "l") -> tuple[str, list[Any]]:
-    return ("", []) if run_id is None else (f" AND {alias}.run_id = ?", [run_id])
 
 
 def _rule_table() -> list[tuple[str, int, int]]:
@@ -111,62 +122,58 @@ def _rule_table() -> list[tuple[str, int, int]]:
     ]
 
 
-def _candidates(store: Store, run_id: int | None) -> list[dict[str, Any]]:
+def _candidates(
+    store: Store, run_id: int | None, job_id: int | None = None, episode: int | None = None
+) -> list[dict[str, Any]]:
     """Flagged records per (episode, category), aggregated in DuckDB (there may be millions of them)."""
-    rules = log_rules()
-    gap_ns = int(float(rules["settings"].get("episode_gap_s", 1900)) * 1e9)
-    n_ev = int(rules["settings"].get("max_evidence", 8))
-    where, params = _run_filter(run_id)
+    n_ev = int(log_rules()["settings"].get("max_evidence", 8))
+    ctes, params = episode_ctes(run_id, job_id)
     values = ", ".join("(?, ?, ?)" for _ in _rule_table())
     flat = [v for row in _rule_table() for v in row]
+    only = "" if episode is None else " WHERE ep.episode = ?"
     sql = f"""
-    WITH rr(rule_id, role_rank, cat_rank) AS (VALUES {values}),
-    f AS (SELECT l.file_id, l.record_no, l.line_no, l.ts_ns, l.level, l.pid, l.rank, l.code, l.category,
-                 l.rule_id, l.severity, l.raw, coalesce(rr.role_rank, 0) AS role_rank,
-                 coalesce(rr.cat_rank, 50) AS cat_rank  -- a rule gone from the file since ingest: a cause
-          FROM log_records l LEFT JOIN rr USING (rule_id)
-          WHERE l.category IS NOT NULL AND l.severity <> 'none'{where}),
-    franks AS (SELECT file_id, mode(rank) AS frank FROM log_records
-               WHERE rank IS NOT NULL AND file_id IN (SELECT file_id FROM f) GROUP BY file_id),
-    timed AS (SELECT file_id, record_no, ts_ns FROM log_records
-              WHERE ts_ns IS NOT NULL AND file_id IN (SELECT file_id FROM f WHERE ts_ns IS NULL)),
-    firsts AS (SELECT file_id, min(ts_ns) AS t0 FROM timed GROUP BY file_id),
-    e AS (SELECT f.*, coalesce(f.ts_ns, t.ts_ns, firsts.t0) AS eff_ns, coalesce(f.rank, franks.frank) AS eff_rank,
+    WITH {ctes},
+    rr(rule_id, role_rank, cat_rank) AS (VALUES {values}),
+    g AS (SELECT ep.*, coalesce(rr.role_rank, 0) AS role_rank,
+                 coalesce(rr.cat_rank, 50) AS cat_rank,  -- a rule gone from the file since ingest: a cause
                  files.source
-          FROM f ASOF LEFT JOIN timed t ON f.file_id = t.file_id AND f.record_no >= t.record_no
-          LEFT JOIN firsts ON firsts.file_id = f.file_id LEFT JOIN franks ON franks.file_id = f.file_id
-          JOIN files ON files.file_id = f.file_id),
-    g AS (SELECT *, CASE WHEN eff_ns IS NULL THEN -file_id ELSE
-                 sum(CASE WHEN eff_ns - prev > {gap_ns} THEN 1 ELSE 0 END) OVER (ORDER BY eff_ns, file_id, record_no)
-                 END AS episode
-          FROM (SELECT *, lag(eff_ns) OVER (ORDER BY eff_ns, file_id, record_no) AS prev FROM e))
+          FROM ep LEFT JOIN rr USING (rule_id) JOIN files ON files.file_id = ep.file_id{only})
     SELECT episode, category, count(*) AS n, min(eff_ns) AS first_ns, max(eff_ns) AS last_ns,
            min(CASE severity WHEN 'high' THEN 0 WHEN 'medium' THEN 1 WHEN 'low' THEN 2 ELSE 3 END) AS sev,
            min(role_rank) AS role, min(cat_rank) AS cat_rank, list(DISTINCT rule_id) AS rule_ids,
-           list(DISTINCT code) FILTER (WHERE code IS NOT NULL) AS codes,
+           list_distinct(flatten(list(list_concat(coalesce(codes, []), [code])))) AS codes,
            list(DISTINCT eff_rank) FILTER (WHERE eff_rank IS NOT NULL) AS ranks, list(DISTINCT source) AS files,
-           list(struct_pack(file := source, file_id, record_no, line_no, ts_ns, rank := eff_rank, pid, level,
-                            code, rule_id, raw)
+           list(DISTINCT origin) FILTER (WHERE origin IS NOT NULL) AS origins,
+           list(struct_pack(file := source, file_id, record_no, line_no, ts_ns, rank := eff_rank, pid,
+                            level, code, rule_id, raw, origin, eff_ns)
                 ORDER BY role_rank, eff_ns NULLS LAST, file_id, record_no)[1:{n_ev}] AS evidence,
-           arg_min(rule_id, role_rank * 1000000 + record_no) AS lead_rule
+           arg_min(rule_id, role_rank * 1000000 + record_no) AS lead_rule,
+           arg_min(figures, record_no) FILTER (WHERE figures IS NOT NULL) AS figures
     FROM g GROUP BY episode, category"""
     cur = store.cursor()
     cols = ["episode", "category", "n", "first_ns", "last_ns", "sev", "role", "cat_rank", "rule_ids", "codes",
-            "ranks", "files", "evidence", "lead_rule"]  # fmt: skip
-    return [dict(zip(cols, row, strict=True)) for row in cur.execute(sql, flat + params).fetchall()]
+            "ranks", "files", "origins", "evidence", "lead_rule", "figures"]  # fmt: skip
+    args = params + flat + ([] if episode is None else [episode])
+    return [dict(zip(cols, row, strict=True)) for row in cur.execute(sql, args).fetchall()]
 
 
-def root_causes(store: Store, run_id: int | None = None) -> list[RootCause]:
-    """Ranked root-cause candidates of the logs of ``run_id`` (None: every log in the store)."""
-    cands = _candidates(store, run_id)
+def root_causes(
+    store: Store, run_id: int | None = None, *, job_id: int | None = None, episode: int | None = None
+) -> list[RootCause]:
+    """Ranked root-cause candidates of the logs of ``run_id`` / ``job_id`` (neither: every log in the store),
+    of one ``episode`` when given (numbers from ``log_episodes.episodes`` of the same scope)."""
+    cands = _candidates(store, run_id, job_id, episode)
     by_episode: dict[int, list[dict[str, Any]]] = {}
     for c in cands:
         by_episode.setdefault(c["episode"], []).append(c)
     for group in by_episode.values():
         group.sort(key=lambda c: (c["sev"], c["role"], c["cat_rank"], c["first_ns"] or 0))
-    episodes = sorted(by_episode.values(), key=lambda g: (g[0]["sev"], g[0]["role"], g[0]["first_ns"] or 0))
+    ranked = sorted(  # untimed episodes after the timed ones of the same severity and role
+        by_episode.values(),
+        key=lambda g: (g[0]["sev"], g[0]["role"], g[0]["first_ns"] is None, g[0]["first_ns"] or 0),
+    )
     out: list[RootCause] = []
-    for group in episodes:
+    for group in ranked:
         top = len(out) + 1
         for i, c in enumerate(group):
             echo = top if i and group[0]["role"] == 0 and c["role"] > 0 else None
@@ -175,15 +182,68 @@ def root_causes(store: Store, run_id: int | None = None) -> list[RootCause]:
     return out
 
 
+def episodes(store: Store, run_id: int | None = None, job_id: int | None = None) -> list[Episode]:
+    """The scope's episodes, each with its top root cause (``root_cause``) and whether it is an incident."""
+    eps = log_episodes.episodes(store, run_id, job_id)
+    top: dict[int, RootCause] = {}
+    for rc in root_causes(store, run_id, job_id=job_id):
+        top.setdefault(rc.episode, rc)
+    for ep in eps:
+        rc = top.get(ep.episode)
+        if rc is not None:
+            ep.root_cause = {"rank": rc.rank, "category": rc.category, "title": rc.title,
+                             "severity": rc.severity, "role": rc.role}  # fmt: skip
+            ep.incident = rc.severity in ("high", "medium")
+    return eps
+
+
+@dataclass
+class LogScope:
+    """What a log report covers: one episode's root causes (or every episode's), in words."""
+
+    causes: list[RootCause]
+    episodes: list[Episode]
+    episode: Episode | None  # None: every episode of the run / job / store
+    scope: str  # 'latest incident episode #2 (2025-09-04 09:50:11.954378; concat.log; rank0)'
+    others: str  # 'N other episode(s): …' or ''
+
+
+def log_scope(
+    store: Store,
+    run_id: int | None = None,
+    job_id: int | None = None,
+    episode: int | None = None,
+    every_episode: bool = False,
+) -> LogScope:
+    """The root causes of ``episode``, else (no run / job, not ``every_episode``) of the latest incident
+    episode, else of every episode of the scope."""
+    eps = episodes(store, run_id, job_id)
+    if episode is not None:
+        chosen = next((e for e in eps if e.episode == episode), None)
+        if chosen is None:
+            raise ValueError(f"no episode {episode} (there are {len(eps)})")
+    elif run_id is None and job_id is None and not every_episode:
+        chosen = latest_incident(eps)
+    else:
+        chosen = None
+    causes = root_causes(store, run_id, job_id=job_id, episode=chosen.episode if chosen else None)
+    if chosen is None:
+        return LogScope(causes, eps, None, f"every episode ({len(eps)})", "")
+    label = "" if episode is not None else ("latest incident " if chosen.incident else "latest log ")
+    return LogScope(causes, eps, chosen, label + describe(chosen, cause=False), others_text(eps, chosen))
+
+
 def _root_cause(rank: int, c: dict[str, Any], echo_of: int | None) -> RootCause:
-    rules = log_rules()
-    lead = rules["rule"].get(c["lead_rule"], {})
     roles = {v: k for k, v in ROLE_ORDER.items()}
+    evidence = [Evidence(**e) for e in c["evidence"]]
+    figures = json.loads(c["figures"]) if isinstance(c["figures"], str) else dict(c["figures"] or {})
+    lead_code = next((e.code for e in evidence if e.code), None)
+    said = explain(c["lead_rule"], c["category"], [e.raw for e in evidence], figures, lead_code)
     return RootCause(
         rank=rank,
         episode=int(c["episode"]),
         category=c["category"],
-        title=rules["category"].get(c["category"], {}).get("title", c["category"]),
+        title=said.title,
         severity={v: k for k, v in SEVERITY_ORDER.items()}[c["sev"]],
         role=roles[c["role"]],
         echo_of=echo_of,
@@ -194,25 +254,40 @@ def _root_cause(rank: int, c: dict[str, Any], echo_of: int | None) -> RootCause:
         codes=[describe_code(k) for k in sorted(c["codes"] or [])],
         ranks=sorted(c["ranks"] or []),
         files=sorted(c["files"]),
-        explanation=lead.get("explanation", ""),
-        fix=lead.get("fix", ""),
-        evidence=[Evidence(**e) for e in c["evidence"]],
+        explanation=said.explanation,
+        fix=said.fix,
+        evidence=evidence,
+        origins=sorted(c["origins"] or []),
+        figures=figures,
+        advice=said.advice,
     )
 
 
+_WRAPPED_CODE = f"""
+    SELECT real[1] FROM (
+        SELECT record_no, ts_ns, list_filter(list_concat(coalesce(codes, []), [code]),
+                                             lambda c: c NOT LIKE 'ERR%' AND NOT regexp_matches(c, '^E.9999$')) AS real
+        FROM log_records l WHERE file_id = $file AND {SOURCE_SQL} = $src AND record_no >= $rec
+          AND (origin IS NULL OR $origin IS NULL OR origin = $origin)  -- never another pid's code
+        ORDER BY record_no LIMIT $n)
+    WHERE len(real) > 0 AND ($ts IS NULL OR ts_ns IS NULL OR abs(ts_ns - $ts) <= $window)
+    ORDER BY record_no LIMIT 1"""
+
+
 def _add_wrapped_codes(store: Store, causes: list[RootCause]) -> None:
-    """A wrapper (ERR00100, EZ9999 Inner Error!) names the real code printed in the next few records."""
+    """A wrapper (ERR00100, EZ9999 Inner Error!) names the real code printed in its own record or the next
+    few records *of its own source*, close in time: never a code of another process."""
     cur = store.cursor()
+    s = log_episodes.settings()
     for rc in causes:
         for ev in rc.evidence:
             if log_rules()["rule"].get(ev.rule_id, {}).get("role") != "wrapper":
                 continue
             row = cur.execute(
-                """SELECT code FROM log_records WHERE file_id = ? AND record_no > ? AND record_no <= ? + 6
-                   AND code IS NOT NULL AND code NOT LIKE 'ERR%' AND code NOT SIMILAR TO 'E.9999'
-                   ORDER BY record_no LIMIT 1""",
-                [ev.file_id, ev.record_no, ev.record_no],
-            ).fetchall()
+                _WRAPPED_CODE,
+                {"file": ev.file_id, "src": source_key(ev.origin), "origin": ev.origin, "rec": ev.record_no, "n": int(s["wrap_records"]) + 1,
+                 "ts": ev.eff_ns, "window": int(float(s["wrap_window_s"]) * 1e9)},
+            ).fetchall()  # fmt: skip
             ev.wraps = row[0][0] if row else None
 
 
@@ -252,180 +327,3 @@ def log_findings(store: Store, run_id: int | None = None) -> list[Finding]:
             )
         )
     return out
-
-
-# -- the Logs page -------------------------------------------------------------------------------------------
-def log_scopes(store: Store) -> list[dict[str, Any]]:
-    """Where logs are: one entry per run that has log records, and one (run_id None) for logs of no run."""
-    rows = (
-        store.cursor()
-        .execute(
-            """SELECT l.run_id, any_value(r.name), count(DISTINCT l.file_id), count(*)
-               FROM log_records l LEFT JOIN runs r USING (run_id) GROUP BY l.run_id ORDER BY l.run_id NULLS LAST"""
-        )
-        .fetchall()
-    )
-    return [{"run_id": r, "name": n, "files": int(f), "records": int(c)} for r, n, f, c in rows]
-
-
-def filter_values(store: Store, run_id: int | None = None) -> dict[str, Any]:
-    """Distinct values for the page's filters and the time span (ns)."""
-    where, params = _run_filter(run_id)
-    cur = store.cursor()
-    out: dict[str, Any] = {}
-    for col in ("level", "module", "code", "category", "rank"):
-        rows = cur.execute(
-            f"SELECT DISTINCT {col} FROM log_records l WHERE {col} IS NOT NULL{where} ORDER BY 1", params
-        ).fetchall()
-        out[col] = [r[0] for r in rows]
-    lo, hi = cur.execute(
-        f"SELECT min(ts_ns), max(ts_ns) FROM log_records l WHERE true{where}", params
-    ).fetchall()[0]
-    out["start_ns"], out["end_ns"] = lo, hi
-    return out
-
-
-def _select_list() -> str:
-    return ", ".join("f.source" if c == "source" else f"l.{c}" for c in RECORD_COLUMNS)
-
-
-def log_records(
-    store: Store,
-    run_id: int | None = None,
-    *,
-    levels: list[str] | None = None,
-    modules: list[str] | None = None,
-    codes: list[str] | None = None,
-    categories: list[str] | None = None,
-    ranks: list[int] | None = None,
-    start_ns: int | None = None,
-    end_ns: int | None = None,
-    flagged_only: bool = False,
-    limit: int = 2000,
-) -> list[dict[str, Any]]:
-    """Records matching every filter given, in time order (untimed ones by file and position)."""
-    where, params = _run_filter(run_id)
-    for col, values in (("level", levels), ("module", modules), ("code", codes), ("category", categories),
-                        ("rank", ranks)):  # fmt: skip
-        if values:
-            where += f" AND list_contains(?, l.{col})"
-            params.append(list(values))
-    if start_ns is not None:
-        where += " AND l.ts_ns >= ?"
-        params.append(int(start_ns))
-    if end_ns is not None:
-        where += " AND l.ts_ns <= ?"
-        params.append(int(end_ns))
-    if flagged_only:
-        where += " AND l.category IS NOT NULL AND l.severity <> 'none'"
-    cols = _select_list()
-    rows = (
-        store.cursor()
-        .execute(
-            f"""SELECT {cols} FROM log_records l JOIN files f USING (file_id) WHERE true{where}
-                ORDER BY l.ts_ns NULLS LAST, l.file_id, l.record_no LIMIT ?""",
-            [*params, int(limit)],
-        )
-        .fetchall()
-    )
-    return [dict(zip(RECORD_COLUMNS, r, strict=True)) for r in rows]
-
-
-def classified_records(store: Store, run_id: int | None = None, limit: int = 1000) -> list[dict[str, Any]]:
-    """Records a rule flagged (noise excluded), most severe first, then in time order."""
-    where, params = _run_filter(run_id)
-    cols = _select_list()
-    rows = (
-        store.cursor()
-        .execute(
-            f"""SELECT {cols} FROM log_records l JOIN files f USING (file_id)
-                WHERE l.category IS NOT NULL AND l.severity <> 'none'{where}
-                ORDER BY CASE l.severity WHEN 'high' THEN 0 WHEN 'medium' THEN 1 WHEN 'low' THEN 2 ELSE 3 END,
-                         l.ts_ns NULLS LAST, l.file_id, l.record_no LIMIT ?""",
-            [*params, int(limit)],
-        )
-        .fetchall()
-    )
-    return [dict(zip(RECORD_COLUMNS, r, strict=True)) for r in rows]
-
-
-def record_context(
-    store: Store, file_id: int, record_no: int, before: int = 5, after: int = 5
-) -> list[dict[str, Any]]:
-    """The records around one record of a file, in file order."""
-    cols = _select_list()
-    rows = (
-        store.cursor()
-        .execute(
-            f"""SELECT {cols} FROM log_records l JOIN files f USING (file_id)
-                WHERE l.file_id = ? AND l.record_no BETWEEN ? AND ? ORDER BY l.record_no""",
-            [file_id, record_no - before, record_no + after],
-        )
-        .fetchall()
-    )
-    return [dict(zip(RECORD_COLUMNS, r, strict=True)) for r in rows]
-
-
-# -- the Fallback page ---------------------------------------------------------------------------------------
-_OP_IN_LOG = r"The operator '([^']+)'|Could not run '([^']+)'|Op ?\[([^\]]+)\] does not hit|opName\[(\w+)\]|fault op_name=(\w+)"
-
-
-def _norm_op(name: str) -> str:
-    name = name.lower().split("::")[-1].split(".")[0]
-    name = re.sub(r"^node_|_\d+$", "", name)
-    return name.replace("_", "")
-
-
-def log_evidence_for_ops(
-    store: Store, run_id: int | None, op_types: list[str], include_unassigned: bool = True
-) -> dict[str, list[int]]:
-    """For each op type, the log records that name it in a fallback message (``record_ref`` ids, file order).
-
-    Matches torch_npu "The operator 'aten::isin.Tensor_Tensor_out' … fall back to run on the CPU", GE W11001
-    "Op [node_select_scatter_1] does not hit …" and AI CPU failures naming the op; names are compared
-    without namespace, overload, ``node_`` prefix, numeric suffix, underscores and case.  Logs that belong
-    to no run count for every run unless ``include_unassigned`` is False.
-    """
-    where, params = "", []
-    if run_id is not None:
-        where = " AND (run_id = ? OR run_id IS NULL)" if include_unassigned else " AND run_id = ?"
-        params = [run_id]
-    rows = (
-        store.cursor()
-        .execute(
-            f"""SELECT file_id, record_no, raw FROM log_records
-                WHERE category IN ('cpu_fallback', 'aicpu_fallback', 'device_exception'){where}
-                ORDER BY file_id, record_no""",
-            params,
-        )
-        .fetchall()
-    )
-    wanted = {op: _norm_op(op) for op in op_types}
-    out: dict[str, list[int]] = {op: [] for op in op_types}
-    for file_id, record_no, raw in rows:
-        names = [_norm_op(next(g for g in m if g)) for m in re.findall(_OP_IN_LOG, raw)]
-        for op, norm in wanted.items():
-            if norm and any(_same_op(norm, n) for n in names):
-                out[op].append(record_ref(file_id, record_no))
-    return out
-
-
-def _same_op(a: str, b: str) -> bool:
-    return a == b or (min(len(a), len(b)) >= 4 and (a in b or b in a))
-
-
-def records_by_ref(store: Store, refs: list[int]) -> list[dict[str, Any]]:
-    """Log records by ``record_ref`` id: file, line, level, code and raw text."""
-    if not refs:
-        return []
-    pairs = [split_ref(r) for r in refs]
-    rows = (
-        store.cursor()
-        .execute(
-            """SELECT f.source, l.line_no, l.level, l.code, l.raw FROM log_records l JOIN files f USING (file_id)
-           WHERE list_contains($pairs, struct_pack(a := l.file_id, b := l.record_no)) ORDER BY l.file_id, l.record_no""",
-            {"pairs": [{"a": a, "b": b} for a, b in pairs]},
-        )
-        .fetchall()
-    )
-    return [dict(zip(("file", "line_no", "level", "code", "raw"), r, strict=True)) for r in rows]

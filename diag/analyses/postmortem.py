@@ -14,7 +14,7 @@ from typing import Any
 from diag.analyses.compare import compare
 from diag.analyses.counts import kernel_counts
 from diag.analyses.findings import Finding, device_findings
-from diag.analyses.log_diagnosis import RootCause, root_causes
+from diag.analyses.log_diagnosis import RootCause, log_scope
 from diag.analyses.postmortem_env import environment
 from diag.analyses.postmortem_notes import load_notes
 from diag.analyses.postmortem_serving import serving_story
@@ -72,6 +72,8 @@ class Postmortem:
     clock: dict[str, Any] = field(default_factory=dict)  # log_offset_ns (log clock − trace clock), basis
     serving: list[dict[str, Any]] = field(default_factory=list)  # judged serving runs of this deployment
     serving_comparison: dict[str, Any] | None = None  # serving figures against the baseline deployment's
+    episode: int | None = None  # the log episode covered when no run / job was given (None: every log)
+    episodes: list[dict[str, Any]] = field(default_factory=list)  # every log episode of the scope
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -269,7 +271,11 @@ def _steps_for_run(pm: Postmortem, store: Store, run: dict[str, Any]) -> None:
 
 
 def build_postmortem(
-    store: Store, run_id: int | None = None, baseline_run_id: int | None = None, job_id: int | None = None
+    store: Store,
+    run_id: int | None = None,
+    baseline_run_id: int | None = None,
+    job_id: int | None = None,
+    episode: int | None = None,
 ) -> Postmortem:
     """The postmortem of ``run_id`` (its device data and its logs), of every rank of ``job_id``, or (neither)
     of every log in the store. Notes saved for that scope (title, summary, owner, follow-ups) come with it."""
@@ -278,7 +284,7 @@ def build_postmortem(
 
         pm = build_job_postmortem(store, job_id, baseline_run_id)
     else:
-        pm = _build_run(store, run_id, baseline_run_id)
+        pm = _build_run(store, run_id, baseline_run_id, episode)
     pm.notes = load_notes(store, run_id=pm.run_id if pm.job_id is None else None, job_id=pm.job_id)
     scope_runs = [r["run_id"] for r in job_runs(store, pm.job_id)] if pm.job_id is not None else [pm.run_id]
     pm.serving, pm.serving_comparison, said = serving_story(
@@ -288,7 +294,9 @@ def build_postmortem(
     return pm
 
 
-def _build_run(store: Store, run_id: int | None, baseline_run_id: int | None) -> Postmortem:
+def _build_run(
+    store: Store, run_id: int | None, baseline_run_id: int | None, episode: int | None = None
+) -> Postmortem:
     runs = list_runs(store, run_id) if run_id is not None else []
     if run_id is not None and not runs:
         raise ValueError(f"no run {run_id}")
@@ -297,7 +305,10 @@ def _build_run(store: Store, run_id: int | None, baseline_run_id: int | None) ->
     pm = Postmortem(run_id, baseline_run_id, scope, "", "")
 
     # -- logs: the incident timeline and the log root cause ------------------------------------------------
-    causes = root_causes(store, run_id)
+    logs = log_scope(store, run_id, episode=episode)
+    causes, pm.episodes = logs.causes, [e.to_json() for e in logs.episodes]
+    if logs.episode is not None:  # no run: the latest incident episode, not every log stitched together
+        pm.episode, pm.scope = logs.episode.episode, logs.scope
     serious = [c for c in causes if c.severity in ("high", "medium")]
     ordered = sorted(serious, key=lambda c: (c.first_ns is None, c.first_ns or 0, c.rank))
     for i, rc in enumerate(ordered):
@@ -312,6 +323,10 @@ def _build_run(store: Store, run_id: int | None, baseline_run_id: int | None) ->
                 Statement(f"{_ts(last)} — End: the last flagged log record", {"time_range_ns": [last, last]})
             )
         pm.impact.append(log_count_statement(serious))
+    if logs.others:
+        pm.what_happened.append(
+            Statement(f"Not covered here: {logs.others}", {"figures": {"episodes": len(logs.episodes)}})
+        )
 
     # -- device data: the performance story ------------------------------------------------------------------
     findings: list[Finding] = []

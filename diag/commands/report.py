@@ -1,4 +1,5 @@
-"""``diag report``: the incident postmortem of a run, a job (every rank) or every log, as Markdown, HTML or JSON.
+"""``diag report``: the incident postmortem of a run, a job (every rank) or (neither) the latest incident episode of
+the logs (``--episode N``: another), as Markdown, HTML or JSON.
 
 Notes saved on the app's Postmortem page (title, summary, owner, follow-ups) are part of the report.
 """
@@ -21,10 +22,13 @@ from diag.store import Store
 def report(
     db: DbOption = DEFAULT,
     run: Annotated[
-        int | None, typer.Option("--run", help="Run id (default: every log in the store).")
+        int | None, typer.Option("--run", help="Run id (default: the latest incident episode of the logs).")
     ] = None,
     job: Annotated[
         int | None, typer.Option("--job", help="Job id: every rank of a multi-rank capture.")
+    ] = None,
+    episode: Annotated[
+        int | None, typer.Option("--episode", help="This log episode (see diag logs) instead of the latest.")
     ] = None,
     baseline: Annotated[int | None, typer.Option("--baseline", help="CUDA baseline run id.")] = None,
     fmt: Annotated[str, typer.Option("--format", help="md | html | json")] = "md",
@@ -37,11 +41,13 @@ def report(
         raise DiagError(f"--format must be md, html or json, not {fmt!r}")
     if run is not None and job is not None:
         raise DiagError("give --run or --job, not both")
+    if episode is not None and (run is not None or job is not None):
+        raise DiagError("--episode is for the logs of no run; not with --run or --job")
     if baseline is not None and run is None and job is None:
         raise DiagError("--baseline needs --run or --job")
     with Store(db, read_only=True) as store:
         try:
-            pm = build_postmortem(store, run, baseline, job_id=job)
+            pm = build_postmortem(store, run, baseline, job_id=job, episode=episode)
         except ValueError as exc:
             raise DiagError(str(exc)) from None
     text = render(pm, fmt)

@@ -1,0 +1,122 @@
+"""What a root cause's own records say: its title, explanation and fix filled from the records, and the
+advice an OOM message's figures support.
+
+Templates live in ``rules/log_patterns.toml`` (rule ``title`` / ``explanation`` / ``fix``, else the category
+title); the fields they name are read from the records by ``rules/log_fields.toml``.  A ``«…»`` segment is
+dropped when a field it names was not found, so the text never states what the record does not show.  OOM
+advice comes from the ``figures`` the parser read (bytes) and ``rules/thresholds.toml`` ``[oom_advice]``.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from diag.analyses.findings import thresholds
+
+RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
+FIELDS = RULES_DIR / "log_fields.toml"
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+_OPTIONAL = re.compile(r"«([^«»]*)»")
+GIB = 1 << 30
+MIB = 1 << 20
+
+
+@dataclass
+class Said:
+    title: str
+    explanation: str
+    fix: str
+    advice: list[str] = field(default_factory=list)
+
+
+@lru_cache(maxsize=2)
+def field_patterns(path: Path = FIELDS) -> dict[str, dict[str, Any]]:
+    """``[field.<name>]`` of log_fields.toml, each with its compiled ``regex`` (None: not read by a pattern)."""
+    with open(path, "rb") as fh:
+        data = tomllib.load(fh)["field"]
+    return {k: v | {"regex": re.compile(v["pattern"]) if v["pattern"] else None} for k, v in data.items()}
+
+
+def read_fields(texts: list[str], preset: dict[str, str] | None = None) -> dict[str, str]:
+    """Each field's value: the first text (in order) its pattern matches, first non-empty group."""
+    out = {k: v for k, v in (preset or {}).items() if v}
+    for name, spec in field_patterns().items():
+        if name in out or spec["regex"] is None:
+            continue
+        for text in texts:
+            m = spec["regex"].search(text)
+            if m:
+                out[name] = next((g for g in m.groups() if g), m.group(0)).strip()
+                break
+    return out
+
+
+def render(template: str, fields: dict[str, str]) -> str:
+    """``{name}`` → its value; a ``«…»`` segment naming a field not found is dropped."""
+
+    def keep(m: re.Match[str]) -> str:
+        inner = m.group(1)
+        return inner if all(n in fields for n in _PLACEHOLDER.findall(inner)) else ""
+
+    text = _OPTIONAL.sub(keep, template)
+    text = _PLACEHOLDER.sub(lambda m: fields.get(m.group(1), m.group(0)), text)
+    return re.sub(r"\s{2,}", " ", text).strip()
+
+
+def explain(
+    rule_id: str, category: str, texts: list[str], figures: dict[str, Any], code: str | None = None
+) -> Said:
+    """Title, explanation and fix of a root cause led by ``rule_id``, filled from its records' ``texts``."""
+    from diag.analyses.log_diagnosis import log_rules  # log_diagnosis imports this module
+
+    rules = log_rules()
+    rule = rules["rule"].get(rule_id, {})
+    fields = read_fields(texts, {"code": code or ""})
+    if "runtime_code" in fields and fields["runtime_code"] == fields.get("code"):  # say it once
+        fields.pop("runtime_code", None)
+    title = render(rule.get("title") or rules["category"].get(category, {}).get("title", category), fields)
+    advice = oom_advice(figures) if category == "oom" else []
+    fix = render(rule.get("fix", ""), fields)
+    if advice:
+        fix = " ".join([*advice, fix]) if fix else " ".join(advice)
+    return Said(title, render(rule.get("explanation", ""), fields), fix, advice)
+
+
+def size(n: float) -> str:
+    return f"{n / GIB:.2f} GiB" if abs(n) >= GIB else f"{n / MIB:.2f} MiB"
+
+
+def oom_advice(figures: dict[str, Any]) -> list[str]:
+    """What an OOM message's own figures say: the request against what was free, and — only when reserved −
+    allocated is a large share of reserved and could have served the request — fragmentation."""
+    num = {k: float(v) for k, v in figures.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    req, free, cap = num.get("requested_bytes"), num.get("free_bytes"), num.get("capacity_bytes")
+    alloc, reserved = num.get("allocated_bytes"), num.get("reserved_bytes")
+    limits = thresholds().get("oom_advice", {})
+    out: list[str] = []
+    if req is not None:
+        part = f"requested {size(req)}"
+        part += f" with {size(free)} free" if free is not None else ""
+        part += f" of {size(cap)}" if cap is not None else ""
+        out.append(part[0].upper() + part[1:] + ".")
+    if alloc is not None and reserved is not None and reserved > 0:
+        held = reserved - alloc
+        share = float(limits.get("fragmentation_min_share", 0.10))
+        vs = f"Reserved {size(reserved)} vs allocated {size(alloc)}: {size(held)} held by the caching allocator"
+        if held >= share * reserved and (req is None or held >= req):
+            out.append(f"{vs} — fragmentation likely (try PYTORCH_NPU_ALLOC_CONF=expandable_segments:True).")
+        else:
+            out.append(f"{vs} ({held / reserved:.1%} of reserved): most of it is in use by tensors.")
+    if cap is not None and reserved is not None and free is not None:
+        outside = cap - reserved - free
+        if outside >= float(limits.get("outside_min_share", 0.25)) * cap:
+            out.append(
+                f"{size(outside)} of the {size(cap)} device is neither free nor reserved by this process's "
+                "allocator: another process or a non-PyTorch allocation holds it (check npu-smi info)."
+            )
+    return out

@@ -1,0 +1,82 @@
+"""Every error / return code a log record's text names (``codes``) and its primary ``code``, with Polars.
+
+The shapes of codes are data (``diag/rules/log_codes.toml``).  ``codes`` lists each code once, in the order of
+its first appearance in the record's raw text (header and continuation lines alike); NULL when the text names
+none.  The primary ``code`` is the first code of the most specific kind: a code that says what failed, then a
+generic wrapper (EZ9999 / EH9999 / EE9999 "Inner Error", ERR00100 "PTA call acl api failed", ERR99999), never a
+``primary = false`` shape (a task's hex retCode).  So ``EZ9999: … runtime result = 507018`` has
+``codes = [EZ9999, 507018]`` and ``code = 507018``.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from parsers._log_regex import ascii_regex
+
+CODES_PATH = Path(__file__).resolve().parent.parent / "diag" / "rules" / "log_codes.toml"
+
+
+@dataclass(frozen=True)
+class CodeShapes:
+    """The code shapes of the rules file, combined into one alternation (group i + 1 = shape i's code)."""
+
+    combined: str
+    primary: tuple[bool, ...]
+    wrapper: str
+
+
+@lru_cache(maxsize=2)
+def load_code_shapes(path: Path = CODES_PATH) -> CodeShapes:
+    with open(path, "rb") as fh:
+        data = tomllib.load(fh)
+    parts = []
+    for shape in data["shape"]:
+        rx = shape["pattern"]
+        if re.compile(rx).groups != 1 or "(?P<code>" not in rx:
+            raise ValueError(f"{path.name}: shape {shape['id']!r} needs exactly one group, (?P<code>…)")
+        parts.append(f"(?:{rx.replace('(?P<code>', '(')})")
+    primary = tuple(bool(s.get("primary", True)) for s in data["shape"])
+    return CodeShapes(ascii_regex("|".join(parts)), primary, ascii_regex(data["wrapper"]))
+
+
+def with_codes(rec: pl.DataFrame, shapes: CodeShapes | None = None) -> pl.DataFrame:
+    """``codes`` (every code in ``raw``, in order) and ``code`` (the primary one, else the form's own)."""
+    shapes = shapes or load_code_shapes()
+    hits = np.flatnonzero(rec["raw"].str.contains(shapes.combined).fill_null(False).to_numpy())
+    if not len(hits):
+        return rec.with_columns(codes=pl.lit(None, pl.List(pl.String)))
+    found = (
+        rec[hits]
+        .select(idx=pl.Series(hits, dtype=pl.UInt32), hit=pl.col("raw").str.extract_all(shapes.combined))
+        .explode("hit")
+        .with_row_index("pos")
+    )
+    groups = [pl.col("hit").str.extract(shapes.combined, i + 1) for i in range(len(shapes.primary))]
+    secondary = [i for i, p in enumerate(shapes.primary) if not p]
+    found = found.with_columns(
+        code=pl.coalesce(groups),
+        kind=pl.when(pl.any_horizontal([groups[i].is_not_null() for i in secondary] or [pl.lit(False)]))
+        .then(3)
+        .otherwise(pl.when(pl.coalesce(groups).str.contains(shapes.wrapper)).then(2).otherwise(1)),
+    ).filter(pl.col("code").is_not_null())
+    firsts = found.unique(["idx", "code"], keep="first", maintain_order=True)
+    per_rec = firsts.group_by("idx", maintain_order=True).agg(
+        codes=pl.col("code"),
+        primary=pl.when(pl.col("kind") < 3).then("code").sort_by("kind", "pos").first(),
+    )
+    full = pl.DataFrame({"idx": np.arange(rec.height, dtype=np.uint32)}).join(
+        per_rec, on="idx", how="left", maintain_order="left"
+    )
+    return (
+        rec.with_columns(codes=full["codes"], _primary=full["primary"])
+        .with_columns(code=pl.coalesce("_primary", "code"))
+        .drop("_primary")
+    )
