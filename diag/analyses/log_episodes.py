@@ -6,15 +6,18 @@ file's unprefixed output, one source (a plog file is one pid's).  Time and rank 
 from its own source (never from a record naming another pid), never from another source:
 
 * an untimed record takes the time of the nearest timed record *of its source* at most
-  ``borrow_time_records`` records away, else stays untimed;
+  ``borrow_time_records`` records away and in the same unbroken block of lines (no blank or unread line
+  between them: pasted or concatenated captures are separated by one, and unprefixed lines of two pastes
+  share a source), else stays untimed;
 * a record without a rank takes its source's rank only when every ranked record of that source names the
   same one.
 
 An *episode* is a set of flagged records that are time-consistent: within one *partition* (the logs of one job,
 of one run outside a job, or of no run), records sorted by time are one episode while each is at most
 ``gap_s`` after the previous one (an HCCL notify wait times out ~1800 s after the failure that stalled it, so
-the EI0002 of the other ranks joins the failure).  Partitions never join, however close their times; untimed
-records of a source form an episode of their own.  Episodes are numbered from 1 by start time, untimed last.
+the EI0002 of the other ranks joins the failure).  Partitions never join, however close their times; the untimed
+records of one unbroken block of lines of a source form an episode of their own (two pastes' untimed errors are
+two episodes, never one stitched cause).  Episodes are numbered from 1 by start time, untimed last.
 
 Thresholds: ``rules/thresholds.toml`` ``[log_episodes]``.  Data only; the SQL runs in DuckDB.
 """
@@ -68,20 +71,27 @@ def episode_ctes(run_id: int | None = None, job_id: int | None = None) -> tuple[
     gap_ns = int(float(s["gap_s"]) * 1e9)
     near = int(s["borrow_time_records"])
     ctes = f"""
-    scope AS (SELECT l.*, {SOURCE_SQL} AS src,
-                     coalesce('job:' || r.job_id, 'run:' || l.run_id, 'none') AS part
-              FROM log_records l LEFT JOIN runs r USING (run_id) WHERE true{where}),
+    cut AS (SELECT l.*, CASE WHEN l.line_no > max(l.line_no + coalesce(l.line_count, 1)) OVER (
+                              PARTITION BY l.file_id ORDER BY l.record_no
+                              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) THEN 1 ELSE 0 END AS gap
+            FROM log_records l WHERE true{where}),
+    scope AS (SELECT l.* EXCLUDE (gap), {SOURCE_SQL} AS src,
+                     coalesce('job:' || r.job_id, 'run:' || l.run_id, 'none') AS part,
+                     sum(l.gap) OVER (PARTITION BY l.file_id ORDER BY l.record_no) AS blk
+              FROM cut l LEFT JOIN runs r USING (run_id)),
     flagged AS (SELECT * FROM scope WHERE category IS NOT NULL AND severity <> 'none'),
-    timed AS (SELECT file_id, src, record_no, ts_ns, origin FROM scope WHERE ts_ns IS NOT NULL
+    timed AS (SELECT file_id, src, blk, record_no, ts_ns, origin FROM scope WHERE ts_ns IS NOT NULL
               AND file_id IN (SELECT file_id FROM flagged WHERE ts_ns IS NULL)),
     back AS (SELECT f.file_id, f.record_no, t.ts_ns AS b_ns, f.record_no - t.record_no AS b_dist,
                     f.origin IS NULL OR t.origin IS NULL OR f.origin = t.origin AS b_ok
              FROM (SELECT * FROM flagged WHERE ts_ns IS NULL) f
-             ASOF JOIN timed t ON f.file_id = t.file_id AND f.src = t.src AND f.record_no >= t.record_no),
+             ASOF JOIN timed t ON f.file_id = t.file_id AND f.src = t.src AND f.blk = t.blk
+                  AND f.record_no >= t.record_no),
     fwd AS (SELECT f.file_id, f.record_no, t.ts_ns AS a_ns, t.record_no - f.record_no AS a_dist,
                    f.origin IS NULL OR t.origin IS NULL OR f.origin = t.origin AS a_ok
             FROM (SELECT * FROM flagged WHERE ts_ns IS NULL) f
-            ASOF JOIN timed t ON f.file_id = t.file_id AND f.src = t.src AND f.record_no <= t.record_no),
+            ASOF JOIN timed t ON f.file_id = t.file_id AND f.src = t.src AND f.blk = t.blk
+                  AND f.record_no <= t.record_no),
     srank AS (SELECT file_id, src, min(rank) AS src_rank FROM scope WHERE rank IS NOT NULL
               AND file_id IN (SELECT file_id FROM flagged) GROUP BY file_id, src HAVING count(DISTINCT rank) = 1),
     e AS (SELECT f.*, coalesce(f.ts_ns,
@@ -93,7 +103,7 @@ def episode_ctes(run_id: int | None = None, job_id: int | None = None) -> tuple[
           LEFT JOIN srank sr USING (file_id, src)),
     gaps AS (SELECT *, CASE WHEN eff_ns - lag(eff_ns) OVER w > {gap_ns} THEN 1 ELSE 0 END AS new_episode
              FROM e WINDOW w AS (PARTITION BY part, eff_ns IS NULL ORDER BY eff_ns, file_id, record_no)),
-    keyed AS (SELECT *, CASE WHEN eff_ns IS NULL THEN 'untimed:' || file_id || ':' || src
+    keyed AS (SELECT *, CASE WHEN eff_ns IS NULL THEN 'untimed:' || file_id || ':' || src || ':' || blk
                         ELSE part || ':' || sum(new_episode) OVER (PARTITION BY part, eff_ns IS NULL
                              ORDER BY eff_ns, file_id, record_no) END AS ekey
               FROM gaps),
