@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import data, widgets
+from app import data, page_parts, widgets
 
 st.title("Runs")
 fp = data.fingerprint()
@@ -40,12 +40,7 @@ if run_id != current:
     st.session_state["step"] = None
 
 counts = data.kernel_counts(fp, run_id)  # one definition of each count (diag.analyses.counts)
-k = st.columns(3)
-k[0].metric("device kernels", f"{counts.device_kernels:,}")
-k[1].metric("operator types", f"{counts.operator_types:,}")
-k[2].metric("kernels per step", "-" if counts.kernels_per_step is None else f"{counts.kernels_per_step:,.1f}")
-if counts.note():
-    st.info(f"Data quality: {counts.note()}")
+page_parts.kernel_count_metrics(counts)
 
 steps = data.steps(fp, run_id)
 if steps:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import data, widgets
+from app import data, page_parts, widgets
 from app.app_pages import run_picker
 
 st.title("Stalls")
@@ -29,12 +29,7 @@ c[2].metric("communication not overlapped", f"{100 * total.buckets['comm_exposed
 c[3].metric("AI CPU (fallback)", f"{100 * total.buckets['ai_cpu'] / total.e2e_ns:.2f}%")
 c[4].metric("idle + copies", f"{100 * total.free_ns / total.e2e_ns:.1f}%")
 counts = data.kernel_counts(fp, run_id)
-k = st.columns(3)
-k[0].metric("device kernels", f"{counts.device_kernels:,}")
-k[1].metric("operator types", f"{counts.operator_types:,}")
-k[2].metric("kernels per step", "-" if counts.kernels_per_step is None else f"{counts.kernels_per_step:,.1f}")
-if counts.note():
-    st.info(f"Data quality: {counts.note()}")
+page_parts.kernel_count_metrics(counts)
 st.plotly_chart(widgets.breakdown_figure(bd), width="stretch", key="stalls_chart")
 st.dataframe(widgets.breakdown_frame(bd), hide_index=True, width="stretch")
 st.subheader("diag vs the profiler's own figures")

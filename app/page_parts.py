@@ -1,0 +1,19 @@
+"""Pieces of page that several pages show the same way (Streamlit calls; the figures come from app.data)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from diag.analyses.counts import KernelCounts
+
+
+def kernel_count_metrics(counts: KernelCounts) -> None:
+    """The run's three counts under one definition each (diag.analyses.counts), and its data-quality note."""
+    k = st.columns(3)
+    k[0].metric("device kernels", f"{counts.device_kernels:,}")
+    k[1].metric("operator types", f"{counts.operator_types:,}")
+    k[2].metric(
+        "kernels per step", "-" if counts.kernels_per_step is None else f"{counts.kernels_per_step:,.1f}"
+    )
+    if counts.note():
+        st.info(f"Data quality: {counts.note()}")
