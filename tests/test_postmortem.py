@@ -470,7 +470,7 @@ def test_cli_report_job(tmp_path):
     from tests.conftest import ROOT
 
     readme = (ROOT / "README.md").read_text()
-    doc = readme[readme.index("`diag report [--run ID | --job ID]") :]
+    doc = readme[readme.index("`diag report [--run ID | --job ID") :]
     doc = doc[: doc.index("\n## ")]
     keys = set(out) | set(out["ranks"][0]) | set(out["failed_steps"][0]) | set(out["clock"])
     assert not {k for k in keys if f'"{k}"' not in doc}, (
