@@ -261,7 +261,7 @@ def _noted(result: tuple[pa.Table, _Text], seen: _Text) -> pa.Table:
 
 class CannLogParser:
     name = "cann_log"
-    version = 2  # 2: origin, codes, figures; records never span two sources
+    version = 3  # 2: origin, codes, figures; records never span two sources. 3: recompile_limit_fail rule
     platform = "ascend"
     creates_run = False  # a log joins the run of its folder when there is one
 

@@ -290,6 +290,7 @@ RULE_EXAMPLES = {
     "cpu_fallback_failed": "ERROR 2026-01-07 21:14:05.207 [gpu_worker.py:226] Error executing RPC: Could not run 'aten::_scaled_dot_product_efficient_attention' with arguments from the 'CPU' backend.",
     "cpu_fallback": "[W compiler_depend.ts:51] Warning: CAUTION: The operator 'torchvision::nms' is not currently supported on the NPU backend and will fall back to run on the CPU. This may have performance implications. (function npu_cpu_fallback)",
     "aicpu_fallback": "[PID: 11127] 2025-11-15-10:47:10.434.860 Operator_Missing_High-Priority_Performance(W11001): Op [node_select_scatter_1] does not hit the high-priority operator information library, which might result in compromised performance.",
+    "recompile_limit_fail": "torch._dynamo.exc.FailOnRecompileLimitHit: recompile_limit reached with fullgraph=True. Excessive recompilations can degrade performance due to the compilation overhead of each recompilation.",
     "recompile_limit": "[rank3]:W1101 02:43:40.706000 140 site-packages/torch/_dynamo/convert_frame.py:896] [1/64] torch._dynamo hit config.cache_size_limit (64)",
     "recompile_guard": "[2023-11-06 14:54:08,549] torch._dynamo.guards.__recompiles: [DEBUG] Recompiling function forward in /x/resnet.py:284",
     "recompile_torchair": "[INFO] TORCHAIR(1632429,python):2025-11-07 15:37:54.655.141 [npu_fx_compiler.py:451]1632429 compiler inputs",

@@ -335,10 +335,11 @@ FAIL_ON_LIMIT = (
 
 def test_fail_on_recompile_limit_is_a_hard_failure_not_a_fallback(tmp_path):
     store = make_store(
-        tmp_path, {"c.log": [{"ts_ns": T0, "rule_id": "recompile_limit", "raw": FAIL_ON_LIMIT}]}
+        tmp_path, {"c.log": [{"ts_ns": T0, "rule_id": "recompile_limit_fail", "raw": FAIL_ON_LIMIT}]}
     )
     rc = diagnosis.root_causes(store)[0]
     assert rc.title == "Recompile limit hit: FailOnRecompileLimitHit (a hard failure)"
+    assert rc.severity == "high"  # a hard failure stops the job: above the warning form's medium
     assert "eager" not in rc.explanation and "did not fall back" in rc.explanation
     assert "recompile_limit" in rc.explanation and "with fullgraph=True" in rc.explanation
     assert "the log's hint: raise torch._dynamo.config.cache_size_limit" in rc.fix
