@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from diag.analyses.runs import list_runs
+from diag.grouping import rank_or_run
 from diag.store import Store
 
 ENV_PREFIXES = ("ASCEND_", "HCCL_", "ACL", "PYTORCH_", "TASK_QUEUE", "NPU_", "CUDA_", "NCCL_", "TORCH", "HOST_CACHE",
@@ -96,4 +97,4 @@ def job_environment(
 
 
 def _label(p: dict[str, Any]) -> str:
-    return f"rank {p['rank']}" if p["rank"] is not None else f"run {p['run_id']}"
+    return rank_or_run(p["rank"], p["run_id"])
