@@ -382,3 +382,20 @@ def test_report_names_the_counts_and_the_duplicates(duplicated):
     assert "Data quality: 8 duplicate kernel row(s)" in story.text
     assert story.evidence["counts"]["duplicate_rows"] == 8
     assert md_escape("10 device kernels (10.0 kernels per step)") in to_markdown(pm)
+
+
+def test_duplicated_ai_cpu_rows_are_one_fallback_call(tmp_path):
+    # the same trap with its (duplicated) Relu row on the AI CPU: the fallback table counts each task once too
+    from diag.analyses.cpu_fallback import device_fallbacks
+
+    src = (TRAPS / "duplicate_kernel_rows" / "kernel_details.csv").read_text(encoding="utf-8")
+    lines = src.splitlines()
+    lines = [ln.replace("AI_VECTOR_CORE", "AI_CPU") if "aclnnInplaceRelu" in ln else ln for ln in lines]
+    assert sum("AI_CPU" in ln for ln in lines) == 2  # the row and its copy
+    (tmp_path / "dup").mkdir()
+    (tmp_path / "dup" / "kernel_details.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    store = Store(tmp_path / "db.duckdb")
+    summary = ingest_into(store, [tmp_path / "dup"])
+    (run_id,) = summary.run_ids
+    relu = next(f for f in device_fallbacks(store, run_id) if f.op_type == "Relu")
+    assert (relu.count, relu.total_ns) == (1, 15_220)  # not 2 calls, 30,440 ns

@@ -60,7 +60,9 @@ def device_fallbacks(store: Store, run_id: int, e2e_ns: int | None = None) -> li
         WITH ai AS (  -- AI_CPU by the trace's task type or by kernel_details' (selective joins, not a full one)
             SELECT d.start_ns, d.dur_ns, d.name, {_op_type_sql()} AS op_type, d.input_shapes,
                    NULLIF(concat_ws(' -> ', d.input_dtypes, d.output_dtypes), '') AS input_dtypes
-            FROM (SELECT d.*, coalesce(d.op_type, k.op_type) AS op, k.input_shapes, k.input_dtypes, k.output_dtypes
+            -- each task once by (name, start), as diag.analyses.counts: a duplicated row is a data-quality note
+            FROM (SELECT DISTINCT ON (d0.name, d0.start_ns) * FROM (
+                  SELECT d.*, coalesce(d.op_type, k.op_type) AS op, k.input_shapes, k.input_dtypes, k.output_dtypes
                   FROM device_tasks d LEFT JOIN kernels k
                     ON k.run_id = d.run_id AND k.start_ns = d.start_ns AND k.name = d.name
                   WHERE d.run_id = $run AND d.task_kind = 'AI_CPU'
@@ -68,7 +70,7 @@ def device_fallbacks(store: Store, run_id: int, e2e_ns: int | None = None) -> li
                   SELECT d.*, coalesce(d.op_type, k.op_type), k.input_shapes, k.input_dtypes, k.output_dtypes
                   FROM kernels k JOIN device_tasks d
                     ON d.source = 'trace_view' AND k.run_id = d.run_id AND k.start_ns = d.start_ns AND k.name = d.name
-                  WHERE k.run_id = $run AND k.task_kind = 'AI_CPU' AND d.task_kind <> 'AI_CPU') d),
+                  WHERE k.run_id = $run AND k.task_kind = 'AI_CPU' AND d.task_kind <> 'AI_CPU') d0) d),
         launch AS (  -- the host op that launched each task: flow into the task, innermost enclosing op
             SELECT l.dst_ts_ns AS ts, arg_max(h.name, h.start_ns) AS host_op, arg_max(h.call_stack, h.start_ns) AS stack
             FROM links l JOIN host_ops h ON h.run_id = l.run_id AND h.tid = l.src_tid
