@@ -227,10 +227,19 @@ def test_postmortem_page(pair, monkeypatch):
     assert not at.exception, at.exception
     md = "\n".join(m.value for m in at.markdown)
     assert "# Decode is slow on Ascend" in md and "top op classes losing time" in md
+    # one rank of the TP=2 job beside a CUDA run: no job the evidence groups, so no job postmortem is offered
+    at.radio(key="pm_scope").set_value("A job (every rank)").run()
+    assert not at.exception and [i.value for i in at.info][0].startswith("No multi-rank job")
 
 
 def test_notes_are_saved_with_the_run_and_the_job(pair, monkeypatch):
     store, ascend, cuda = pair
+    ingest_into(
+        store, [TP2]
+    )  # rank 1 too: the page offers only jobs the evidence groups (a one-run job is not)
+    (job_id,) = [
+        r[0] for r in store.cursor().execute("SELECT DISTINCT job_id FROM runs WHERE rank = 1").fetchall()
+    ]
     db = store.path
     store.close()
     at = _app(db, monkeypatch)
@@ -269,7 +278,7 @@ def test_notes_are_saved_with_the_run_and_the_job(pair, monkeypatch):
                 "<h1>Decode &lt;b&gt;slow&lt;/b&gt; on Ascend</h1>" in proc.stdout
                 and "sre-oncall" in proc.stdout
             )
-    job = json.loads(run_cli("report", "--job", "1", "--format", "json", "--db", str(db)).stdout)
+    job = json.loads(run_cli("report", "--job", str(job_id), "--format", "json", "--db", str(db)).stdout)
     assert job["notes"]["title"] == "TP=2 decode job" and "owner" not in job["notes"]
     # clearing a field clears it in the store
     again = _app(db, monkeypatch)
@@ -277,7 +286,7 @@ def test_notes_are_saved_with_the_run_and_the_job(pair, monkeypatch):
     assert again.text_input(key="pm_note_title").value == "TP=2 decode job"
     again.text_input(key="pm_note_title").input("").run()
     _release_app_store(db)
-    job = json.loads(run_cli("report", "--job", "1", "--format", "json", "--db", str(db)).stdout)
+    job = json.loads(run_cli("report", "--job", str(job_id), "--format", "json", "--db", str(db)).stdout)
     assert job["notes"] == {}
 
 

@@ -41,13 +41,18 @@ if scope == SCOPES[0]:
     if run_id is None:
         st.stop()
 elif scope == SCOPES[1]:
-    jobs: dict[int, str] = {}
-    for r in runs:
-        if r["job_id"] is not None:
-            n = sum(1 for x in runs if x["job_id"] == r["job_id"])
-            jobs.setdefault(r["job_id"], f"{r['job_id']} · {r['job']} · {n} run(s)")
+    # only the jobs the evidence grouped (diag.grouping): a one-run "job" is its run's postmortem
+    jobs = {
+        j["job_id"]: f"{j['job_id']} · {j['name']} · {j['ranks']} rank(s)"
+        + (" · grouping is a guess" if (j["grouping"] or {}).get("guess") else "")
+        for j in data.jobs(fp)
+        if j["multi_rank"]
+    }
     if not jobs:
-        st.info("No job yet: a job is the folder that holds the runs of a multi-rank capture.")
+        st.info(
+            "No multi-rank job: no stored runs that the data says are ranks of one job (known, distinct ranks "
+            "and overlapping capture windows; sharing a folder is not enough). Pick a run instead."
+        )
         st.stop()
     job_id = st.selectbox("Job", list(jobs), format_func=jobs.get, key="pm_job")
 if scope != SCOPES[2]:
