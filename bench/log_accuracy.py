@@ -1,0 +1,175 @@
+"""Log diagnosis accuracy on the wild corpus (``tests/fixtures/logs_wild/``), per half (issue #16).
+
+Every ``INDEX_*.csv`` of the folder lists excerpts of real logs pasted in public threads, with the category an
+expert gives them (``expected_category``) and the line that names the root cause (``key_line``). Each file is
+ingested ALONE into a fresh temporary store (the in-process ``diag.ingest.Ingestor``), and diag's answer is the
+top root cause of the latest incident episode, as ``diag logs`` shows it (``log_diagnosis.log_scope``).
+
+The half of a file is fixed by its name (``half_of``): rules may be written against the ``train`` half only; the
+``held`` half measures how diagnosis generalizes.
+
+Definitions (per half):
+
+* "flagged": a root cause at medium or high severity. diag's answer is the top root cause, if it is flagged;
+  otherwise "nothing".
+* category accuracy: share of non-noise files whose answer's category equals ``expected_category``. An expected
+  ``unclassified`` matches an answer whose category contains "unclassified" (an honest "unclassified error
+  (code X)") or no flagged cause at all (diag says less rather than guessing).
+  An expected ``noise`` matches "nothing" (no flagged cause).
+* key-line accuracy: share of files with a ``key_line`` where it is a substring of the raw text of the first
+  evidence record of the top root cause (whatever its severity).
+* false positives: files expected ``noise`` that get any flagged root cause, plus files whose top cause is flagged
+  but of another category than expected (an ``unclassified`` file answered with a named category counts).
+
+    python bench/log_accuracy.py [--half train|held|all] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import json
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WILD = ROOT / "tests" / "fixtures" / "logs_wild"
+FLAGGED = ("high", "medium")
+HALVES = ("train", "held")
+
+
+def half_of(file: str) -> str:
+    """``held`` or ``train``, fixed by the file's name so that no one picks which files are held aside."""
+    return "held" if int(hashlib.sha256(file.encode()).hexdigest()[:8], 16) % 2 == 1 else "train"
+
+
+def index_rows(folder: Path = WILD) -> list[dict[str, str]]:
+    """Every row of every ``INDEX_*.csv`` in ``folder``, in file-name order."""
+    rows: list[dict[str, str]] = []
+    for index in sorted(folder.glob("INDEX_*.csv")):
+        with index.open(encoding="utf-8", newline="") as fh:
+            rows.extend(csv.DictReader(fh))
+    return rows
+
+
+@dataclass
+class Outcome:
+    file: str
+    half: str
+    expected: str
+    got: str  # the top root cause's category if flagged, else 'nothing'
+    severity: str | None  # the top root cause's severity (flagged or not); None: no root cause
+    category_ok: bool
+    key_line_ok: bool | None  # None: no key line expected (noise)
+    false_positive: bool
+
+
+def diagnose(path: Path) -> tuple[str | None, str | None, str]:
+    """(category, severity, first evidence raw text) of diag's top root cause of ``path`` ingested alone."""
+    from diag.analyses.log_diagnosis import log_scope
+    from diag.ingest import Ingestor
+    from diag.store import Store
+
+    with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "wild.duckdb") as store:
+        ingestor = Ingestor(store)
+        try:
+            ingestor.run(*ingestor.collect([path]), jobs=1)
+        finally:
+            ingestor.close()
+        causes = log_scope(store).causes
+    if not causes:
+        return None, None, ""
+    top = causes[0]
+    return top.category, top.severity, top.evidence[0].raw if top.evidence else ""
+
+
+def _category_matches(expected: str, got: str) -> bool:
+    if expected == "noise":
+        return got == "nothing"
+    if expected == "unclassified":
+        return got == "nothing" or "unclassified" in got
+    return got == expected
+
+
+def judge(row: dict[str, str], folder: Path = WILD) -> Outcome:
+    category, severity, raw = diagnose(folder / row["file"])
+    flagged = severity in FLAGGED
+    got = category if flagged and category else "nothing"
+    expected, key = row["expected_category"], row["key_line"]
+    ok = _category_matches(expected, got)
+    return Outcome(
+        file=row["file"],
+        half=half_of(row["file"]),
+        expected=expected,
+        got=got,
+        severity=severity,
+        category_ok=ok,
+        key_line_ok=(key in raw) if key else None,
+        false_positive=flagged and not ok,
+    )
+
+
+def summarize(outcomes: list[Outcome]) -> dict[str, object]:
+    """Figures of one half: counts, category / key-line accuracy (0–1), false positives, misses."""
+    graded = [o for o in outcomes if o.expected != "noise"]
+    keyed = [o for o in outcomes if o.key_line_ok is not None]
+    cat_ok = sum(o.category_ok for o in graded)
+    key_ok = sum(bool(o.key_line_ok) for o in keyed)
+    return {
+        "files": len(outcomes),
+        "noise_files": len(outcomes) - len(graded),
+        "category_accuracy": cat_ok / len(graded) if graded else None,
+        "category_hits": cat_ok,
+        "key_line_accuracy": key_ok / len(keyed) if keyed else None,
+        "key_line_hits": key_ok,
+        "false_positives": sum(o.false_positive for o in outcomes),
+        "misses": [asdict(o) for o in outcomes if not o.category_ok or o.key_line_ok is False],
+    }
+
+
+def measure(half: str = "all", folder: Path = WILD) -> dict[str, dict[str, object]]:
+    """Per half asked (``train``, ``held`` or both for ``all``): ``summarize`` of its files."""
+    halves = HALVES if half == "all" else (half,)
+    rows = [r for r in index_rows(folder) if half_of(r["file"]) in halves]
+    outcomes = [judge(r, folder) for r in rows]
+    return {h: summarize([o for o in outcomes if o.half == h]) for h in halves}
+
+
+def _pct(x: object) -> str:
+    return "-" if x is None else f"{100 * float(x):.1f} %"  # type: ignore[arg-type]
+
+
+def print_text(figures: dict[str, dict[str, object]]) -> None:
+    for half, f in figures.items():
+        print(f"== {half}: {f['files']} files ({f['noise_files']} noise)")
+        print(f"category accuracy  {_pct(f['category_accuracy'])}  ({f['category_hits']})")
+        print(f"key-line accuracy  {_pct(f['key_line_accuracy'])}  ({f['key_line_hits']})")
+        print(f"false positives    {f['false_positives']}")
+        misses = f["misses"]
+        if misses:
+            print(f"{'file':<48} {'expected':<18} {'got':<18} key line")
+            for m in misses:  # type: ignore[attr-defined]
+                key = {True: "found", False: "not found", None: "-"}[m["key_line_ok"]]
+                print(f"{m['file']:<48} {m['expected']:<18} {m['got']:<18} {key}")
+        print()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--half", choices=("train", "held", "all"), default="all")
+    parser.add_argument("--json", action="store_true", help="one JSON object: figures per half")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    figures = measure(args.half)
+    if args.json:
+        print(json.dumps(figures, indent=2))
+    else:
+        print_text(figures)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
