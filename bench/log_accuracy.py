@@ -10,16 +10,17 @@ The half of a file is fixed by its name (``half_of``): rules may be written agai
 
 Definitions (per half):
 
-* "flagged": a root cause at medium or high severity. diag's answer is the top root cause, if it is flagged;
-  otherwise "nothing".
-* category accuracy: share of non-noise files whose answer's category equals ``expected_category``. An expected
-  ``unclassified`` matches an answer whose category contains "unclassified" (an honest "unclassified error
-  (code X)") or no flagged cause at all (diag says less rather than guessing).
-  An expected ``noise`` matches "nothing" (no flagged cause).
+* diag's answer ("got"): the category of the top root cause (the most severe one, as ``diag logs`` ranks them)
+  when its severity is high, medium or low; "nothing" when there is none or it is only info / noise.
+  "flagged": the top root cause is at medium or high severity.
+* category accuracy: share of non-noise files whose answer is right: ``got == expected_category``; an expected
+  ``unclassified`` is right when diag says so (a category containing "unclassified", an honest "unclassified
+  error (code X)") or flags nothing (diag says less rather than guessing).  An expected ``noise`` is right when
+  nothing is flagged (noise files are counted apart: they feed the false positives).
 * key-line accuracy: share of files with a ``key_line`` where it is a substring of the raw text of the first
   evidence record of the top root cause (whatever its severity).
-* false positives: files expected ``noise`` that get any flagged root cause, plus files whose top cause is flagged
-  but of another category than expected (an ``unclassified`` file answered with a named category counts).
+* false positives: files expected ``noise`` that get a flagged root cause, plus files whose top cause is flagged
+  but wrong (an ``unclassified`` file answered with a named category counts).
 
     python bench/log_accuracy.py [--half train|held|all] [--json]
 """
@@ -60,7 +61,7 @@ class Outcome:
     file: str
     half: str
     expected: str
-    got: str  # the top root cause's category if flagged, else 'nothing'
+    got: str  # the top root cause's category (high / medium / low severity), else 'nothing'
     severity: str | None  # the top root cause's severity (flagged or not); None: no root cause
     category_ok: bool
     key_line_ok: bool | None  # None: no key line expected (noise)
@@ -86,20 +87,20 @@ def diagnose(path: Path) -> tuple[str | None, str | None, str]:
     return top.category, top.severity, top.evidence[0].raw if top.evidence else ""
 
 
-def _category_matches(expected: str, got: str) -> bool:
+def _category_matches(expected: str, got: str, flagged: bool) -> bool:
     if expected == "noise":
-        return got == "nothing"
+        return not flagged
     if expected == "unclassified":
-        return got == "nothing" or "unclassified" in got
+        return not flagged or "unclassified" in got
     return got == expected
 
 
 def judge(row: dict[str, str], folder: Path = WILD) -> Outcome:
     category, severity, raw = diagnose(folder / row["file"])
     flagged = severity in FLAGGED
-    got = category if flagged and category else "nothing"
+    got = category if category and severity in (*FLAGGED, "low") else "nothing"
     expected, key = row["expected_category"], row["key_line"]
-    ok = _category_matches(expected, got)
+    ok = _category_matches(expected, got, flagged)
     return Outcome(
         file=row["file"],
         half=half_of(row["file"]),
