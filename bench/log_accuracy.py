@@ -22,7 +22,7 @@ Definitions (per half):
 * false positives: files expected ``noise`` that get a flagged root cause, plus files whose top cause is flagged
   but wrong (an ``unclassified`` file answered with a named category counts).
 
-    python bench/log_accuracy.py [--half train|held|all] [--json]
+    python bench/log_accuracy.py [--half train|held|all] [--index w1] [--json]
 """
 
 from __future__ import annotations
@@ -47,11 +47,11 @@ def half_of(file: str) -> str:
     return "held" if int(hashlib.sha256(file.encode()).hexdigest()[:8], 16) % 2 == 1 else "train"
 
 
-def index_rows(folder: Path = WILD) -> list[dict[str, str]]:
-    """Every row of every ``INDEX_*.csv`` in ``folder``, in file-name order."""
+def index_rows(folder: Path = WILD, index: str | None = None) -> list[dict[str, str]]:
+    """Every row of every ``INDEX_*.csv`` in ``folder`` (only ``INDEX_<index>.csv`` when given), in name order."""
     rows: list[dict[str, str]] = []
-    for index in sorted(folder.glob("INDEX_*.csv")):
-        with index.open(encoding="utf-8", newline="") as fh:
+    for index_file in sorted(folder.glob(f"INDEX_{index or '*'}.csv")):
+        with index_file.open(encoding="utf-8", newline="") as fh:
             rows.extend(csv.DictReader(fh))
     return rows
 
@@ -131,10 +131,11 @@ def summarize(outcomes: list[Outcome]) -> dict[str, object]:
     }
 
 
-def measure(half: str = "all", folder: Path = WILD) -> dict[str, dict[str, object]]:
-    """Per half asked (``train``, ``held`` or both for ``all``): ``summarize`` of its files."""
+def measure(half: str = "all", folder: Path = WILD, index: str | None = None) -> dict[str, dict[str, object]]:
+    """Per half asked (``train``, ``held`` or both for ``all``): ``summarize`` of its files (of one index's
+    files when ``index`` is given: ``w1`` reads ``INDEX_w1.csv``)."""
     halves = HALVES if half == "all" else (half,)
-    rows = [r for r in index_rows(folder) if half_of(r["file"]) in halves]
+    rows = [r for r in index_rows(folder, index) if half_of(r["file"]) in halves]
     outcomes = [judge(r, folder) for r in rows]
     return {h: summarize([o for o in outcomes if o.half == h]) for h in halves}
 
@@ -161,10 +162,11 @@ def print_text(figures: dict[str, dict[str, object]]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--half", choices=("train", "held", "all"), default="all")
+    parser.add_argument("--index", help="only the files of INDEX_<INDEX>.csv (e.g. w1); default: every index")
     parser.add_argument("--json", action="store_true", help="one JSON object: figures per half")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    figures = measure(args.half)
+    figures = measure(args.half, index=args.index)
     if args.json:
         print(json.dumps(figures, indent=2))
     else:

@@ -8,16 +8,16 @@ import math
 
 import pytest
 
-from bench.log_accuracy import WILD, half_of, index_rows, measure
+from bench.log_accuracy import WILD, _category_matches, half_of, index_rows, measure
 
 HEADER = ["file", "expected_category", "key_line", "source_url", "project", "licence", "date", "notes"]
 EXTRA_CATEGORIES = {"unclassified", "noise"}
 
-# Figures measured on the held half when the corpus was gathered (bench/log_accuracy.py --half held):
-# a rule change may raise them, never lower them.  Raise these when diagnosis improves.
-HELD_CATEGORY_FLOOR = 0.0
-HELD_KEY_LINE_FLOOR = 0.0
-HELD_FALSE_POSITIVES_CEILING = 99
+# Per index: the held half's figures measured when its excerpts were gathered
+# (bench/log_accuracy.py --half held --index w1): category accuracy and key-line accuracy floors (rounded down to
+# the %), false-positive ceiling.  A rule change may raise them, never lower them; raise these when it does.
+# Per index, so that a merged index of new excerpts does not move another's ratchet; add its own entry.
+HELD_RATCHET = {"w1": (0.68, 0.52, 1)}
 
 
 def _categories() -> set[str]:
@@ -60,7 +60,7 @@ def test_every_row_has_provenance_and_a_valid_category() -> None:
 
 def test_every_log_file_is_indexed() -> None:
     listed = {r["file"] for r in index_rows()}
-    on_disk = {p.name for p in WILD.iterdir() if p.name != "README.md" and not p.name.startswith("INDEX_")}
+    on_disk = {p.name for p in WILD.iterdir() if p.suffix != ".md" and not p.name.startswith("INDEX_")}
     assert on_disk == listed
 
 
@@ -69,15 +69,37 @@ def test_half_is_fixed_by_the_name() -> None:
     assert {half_of(f"w1_{i:03d}.log") for i in range(20)} == {"train", "held"}
 
 
+@pytest.mark.parametrize(
+    ("expected", "got", "flagged", "right"),
+    [
+        ("oom", "oom", True, True),
+        ("oom", "device_exception", True, False),
+        ("cpu_fallback", "cpu_fallback", False, True),  # a low-severity answer still counts as an answer
+        ("noise", "nothing", False, True),
+        ("noise", "cpu_fallback", False, True),  # low severity: not a finding at medium or above
+        ("noise", "version_mismatch", True, False),
+        ("unclassified", "nothing", False, True),  # saying less is right
+        ("unclassified", "unclassified_error", True, True),
+        ("unclassified", "version_mismatch", True, False),  # a neighbouring category is wrong
+    ],
+)
+def test_what_counts_as_the_right_answer(expected: str, got: str, flagged: bool, right: bool) -> None:
+    assert _category_matches(expected, got, flagged) is right
+
+
 def test_halves_are_balanced() -> None:
     rows = index_rows()
     held = sum(half_of(r["file"]) == "held" for r in rows)
     assert 0.3 <= held / len(rows) <= 0.7, f"{held} of {len(rows)} held aside"
 
 
-@pytest.mark.slow
-def test_held_half_does_not_get_worse() -> None:
-    held = measure("held")["held"]
-    assert math.floor(100 * float(held["category_accuracy"])) >= 100 * HELD_CATEGORY_FLOOR, held["misses"]
-    assert math.floor(100 * float(held["key_line_accuracy"])) >= 100 * HELD_KEY_LINE_FLOOR, held["misses"]
-    assert held["false_positives"] <= HELD_FALSE_POSITIVES_CEILING, held["misses"]
+@pytest.mark.slow  # ingests every held-aside file alone: ~5 s of CPU, 25 s wall on a loaded 2-core machine
+@pytest.mark.parametrize("index", sorted(HELD_RATCHET))
+def test_held_half_does_not_get_worse(index: str) -> None:
+    category_floor, key_line_floor, false_positive_ceiling = HELD_RATCHET[index]
+    held = measure("held", index=index)["held"]
+    assert held["files"] > 0, f"INDEX_{index}.csv has no held-aside file"
+    category, key_line = float(held["category_accuracy"]), float(held["key_line_accuracy"])  # type: ignore[arg-type]
+    assert math.floor(100 * category) >= round(100 * category_floor), held["misses"]
+    assert math.floor(100 * key_line) >= round(100 * key_line_floor), held["misses"]
+    assert held["false_positives"] <= false_positive_ceiling, held["misses"]
