@@ -1,4 +1,4 @@
-"""PyTorch profiler (Kineto) Chrome trace from a CUDA run: ``{"traceEvents": [...], "deviceProperties": …}``.
+"""PyTorch profiler (Kineto) Chrome trace from a CUDA or ROCm run: ``{"traceEvents": [...], "deviceProperties": …}``.
 
 The file is a JSON object, not an array, and reaches GBs (plain or ``.gz``), so it is never loaded into
 Python objects.  One pass copies the ``traceEvents`` array into a temporary file (a kernel-side
@@ -14,16 +14,19 @@ when absent).  A trace cut off mid-write stores its complete events and is marke
 Maps: ``kernel``/``Kernel`` → device_tasks CUDA_KERNEL (COMMUNICATION for nccl kernels), ``gpu_memcpy``/
 ``Memcpy`` and ``gpu_memset``/``Memset`` → MEMCPY, ``cuda_sync`` → SYNC; CPU ops, Python functions, user
 annotations (CPU and GPU), CUDA runtime/driver calls → host_ops; flows (``ac2g``, ``async_cpu_to_gpu``,
-``async_gpu``, ``fwdbwd``) → links; ``ProfilerStep#N`` → steps.
+``async_gpu``, ``fwdbwd``) → links; ``ProfilerStep#N`` → steps.  A trace recorded on AMD GPUs (same categories, HIP names) is stored as platform
+``rocm`` (rules/platforms.toml).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
 import shutil
+import tomllib
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -44,6 +47,8 @@ CHUNK = 8 << 20
 HEAD_LIMIT = 64 << 20  # the metadata before traceEvents (deviceProperties, INFO lines) is far smaller
 GZIP_MAGIC = b"\x1f\x8b"
 MAX_RATIO = ArchiveLimits().max_ratio  # inflated / compressed size beyond which a .gz is taken for a bomb
+PLATFORM_RULES = Path(__file__).resolve().parent.parent / "diag" / "rules" / "platforms.toml"
+RUNTIME_CATS = ("cuda_runtime", "Runtime", "runtime", "cuda_driver")
 _KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _TS = re.compile(rb'("ts"\s*:\s*)(-?[0-9][0-9.eE+-]*)')
 _TS_SAMPLE = re.compile(rb'"ts"\s*:\s*"?-?([0-9]+)(?:\.([0-9]+))?')
@@ -319,7 +324,7 @@ def _lit(values: tuple[str, ...] | list[str]) -> str:
 
 class KinetoTraceParser:
     name = "kineto_trace"
-    version = 1
+    version = 2  # 2: AMD traces stored as platform rocm
     platform = "cuda"
     run_per_file = True
 
@@ -446,11 +451,32 @@ class KinetoTraceParser:
         rank = dist.get("rank")
         ctx.store.update_run(
             ctx.run_id,
+            platform="rocm" if self._is_rocm(ctx, meta, props) else None,
             device_name=name,
             device=device,
             rank=int(rank) if isinstance(rank, int | str) and str(rank).isdigit() else None,
             versions=json.dumps(versions) if versions else None,
         )
+
+    def _is_rocm(self, ctx: ParseContext, meta: dict[str, Any], props: list[dict[str, Any]]) -> bool:
+        """An AMD run (rules/platforms.toml): Kineto writes it with the CUDA categories, so the vendor is read
+        from the device names, the runtime calls' names (hipLaunchKernel…) or the tracer named in the metadata."""
+        rules = _platform_rules()["rocm"]
+        names = " ".join(str(p.get(k) or "") for p in props for k in ("name", "gcnArchName"))
+        if any(re.search(r, names, re.I) for r in rules["device_name"]):
+            return True
+        prefixes = " OR ".join(f"starts_with(lower(name), {sql_literal(p)})" for p in rules["runtime_prefix"])
+        hip = q(ctx.con, f"SELECT count(*) FROM _kt WHERE cat IN ({_lit(RUNTIME_CATS)}) AND ({prefixes})")[0][0]
+        if hip:
+            return True
+        meta_text = json.dumps({k: v for k, v in meta.items() if k != "deviceProperties"}, default=str).lower()
+        return any(w in meta_text for w in rules["meta_words"])
+
+
+@functools.cache
+def _platform_rules() -> dict[str, Any]:
+    with open(PLATFORM_RULES, "rb") as fh:
+        return tomllib.load(fh)
 
 
 PARSER = KinetoTraceParser()
