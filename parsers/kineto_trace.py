@@ -21,12 +21,10 @@ annotations (CPU and GPU), CUDA runtime/driver calls → host_ops; flows (``ac2g
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
 import re
 import shutil
-import tomllib
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -39,6 +37,7 @@ from diag.archives import ArchiveLimits
 from diag.errors import BadInputError
 from diag.store import default_memory_limit, q, sql_literal
 from parsers._base import ParseContext, ParseResult, Probe
+from parsers._gpu_vendor import is_rocm
 from parsers._io import element_ends, one_line, read_json_array_sql
 from parsers._json_split import remove as remove_parts
 from parsers._json_split import split_array
@@ -47,8 +46,6 @@ CHUNK = 8 << 20
 HEAD_LIMIT = 64 << 20  # the metadata before traceEvents (deviceProperties, INFO lines) is far smaller
 GZIP_MAGIC = b"\x1f\x8b"
 MAX_RATIO = ArchiveLimits().max_ratio  # inflated / compressed size beyond which a .gz is taken for a bomb
-PLATFORM_RULES = Path(__file__).resolve().parent.parent / "diag" / "rules" / "platforms.toml"
-RUNTIME_CATS = ("cuda_runtime", "Runtime", "runtime", "cuda_driver")
 _KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _TS = re.compile(rb'("ts"\s*:\s*)(-?[0-9][0-9.eE+-]*)')
 _TS_SAMPLE = re.compile(rb'"ts"\s*:\s*"?-?([0-9]+)(?:\.([0-9]+))?')
@@ -451,32 +448,12 @@ class KinetoTraceParser:
         rank = dist.get("rank")
         ctx.store.update_run(
             ctx.run_id,
-            platform="rocm" if self._is_rocm(ctx, meta, props) else None,
+            platform="rocm" if is_rocm(ctx.con, "_kt", meta, props) else None,
             device_name=name,
             device=device,
             rank=int(rank) if isinstance(rank, int | str) and str(rank).isdigit() else None,
             versions=json.dumps(versions) if versions else None,
         )
-
-    def _is_rocm(self, ctx: ParseContext, meta: dict[str, Any], props: list[dict[str, Any]]) -> bool:
-        """An AMD run (rules/platforms.toml): Kineto writes it with the CUDA categories, so the vendor is read
-        from the device names, the runtime calls' names (hipLaunchKernel…) or the tracer named in the metadata."""
-        rules = _platform_rules()["rocm"]
-        names = " ".join(str(p.get(k) or "") for p in props for k in ("name", "gcnArchName"))
-        if any(re.search(r, names, re.I) for r in rules["device_name"]):
-            return True
-        prefixes = " OR ".join(f"starts_with(lower(name), {sql_literal(p)})" for p in rules["runtime_prefix"])
-        hip = q(ctx.con, f"SELECT count(*) FROM _kt WHERE cat IN ({_lit(RUNTIME_CATS)}) AND ({prefixes})")[0][0]
-        if hip:
-            return True
-        meta_text = json.dumps({k: v for k, v in meta.items() if k != "deviceProperties"}, default=str).lower()
-        return any(w in meta_text for w in rules["meta_words"])
-
-
-@functools.cache
-def _platform_rules() -> dict[str, Any]:
-    with open(PLATFORM_RULES, "rb") as fh:
-        return tomllib.load(fh)
 
 
 PARSER = KinetoTraceParser()
