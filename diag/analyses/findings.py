@@ -150,9 +150,13 @@ def _host_sync_findings(
     """Synchronisation calls inside the steps with the device idle behind them (diag/analyses/host_sync.py)."""
     lo, hi = bd.total.start_ns, bd.total.end_ns  # type: ignore[union-attr]
     hs = host_sync(store, run_id, platform, lo, hi, t["host_sync"]["max_callers"])
-    if not hs.calls or hs.idle_ns < t["host_sync"]["min_lost_us"] * 1000:
-        return []
     pct = _pct(hs.idle_ns, e2e)
+    if (
+        not hs.calls
+        or hs.idle_ns < t["host_sync"]["min_lost_us"] * 1000
+        or pct < t["host_sync"]["min_lost_pct"]
+    ):
+        return []
     top = hs.callers[0]
     return [
         Finding(

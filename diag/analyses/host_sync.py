@@ -8,7 +8,8 @@ Only calls that start inside a profiler step count; a run without steps counts i
 
 The time lost is the device idle time overlapping the calls: while the host waits it launches nothing, so
 whatever part of the wait finds the device with nothing left to run is time the step loses.  The calling op is
-the innermost host op (aten op, Python function, annotation) enclosing the call that is not a sync call itself.
+the innermost host op (aten op, Python function, annotation) enclosing the call that is not a sync call itself
+(nor Python's ``<built-in method item …>`` wrapper, which only repeats the call's name).
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ covered AS (SELECT c.pid, c.tid, c.s, c.e, sum(least(b.e, c.e) - greatest(b.s, c
 enclosing AS (SELECT c.pid, c.tid, c.s, c.e, arg_max(h.name, h.start_ns) AS caller
               FROM calls c JOIN host_ops h ON h.start_ns <= c.s AND h.start_ns + h.dur_ns >= c.e
               WHERE h.run_id = $run AND h.pid = c.pid AND h.tid = c.tid AND h.name NOT LIKE 'ProfilerStep%'
+                AND h.name NOT LIKE '<built-in method %'
                 AND h.category IN ('cpu_op', 'python_function', 'user_annotation')
                 AND (h.start_ns, h.start_ns + h.dur_ns) <> (c.s, c.e)
                 AND NOT EXISTS (SELECT 1 FROM calls0 x WHERE x.pid = h.pid AND x.tid = h.tid AND x.s = h.start_ns
