@@ -202,3 +202,24 @@ def test_host_sync_call_rule(rule):
     assert re.search("(?i)" + rule.pattern, rule.example)
     assert not re.search("(?i)" + rule.pattern, "cudaLaunchKernel")
     assert not re.search("(?i)" + rule.pattern, "aten::itemsize")
+
+
+def test_postmortem_page_offers_a_rocm_run_as_gpu_baseline_not_cuda(tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from tests.conftest import ROOT
+
+    store = _store(tmp_path, REAL_AICPU_TRACE, ROCM_TRACE, CUDA_TRACE)
+    runs = _runs(store)
+    db = store.path
+    store.close()
+    monkeypatch.setenv("DIAG_DB", str(db))
+    at = AppTest.from_file(str(ROOT / "app" / "main.py"), default_timeout=60)
+    at.run()
+    at.switch_page("app_pages/09_postmortem.py").run()
+    assert not at.exception, at.exception
+    box = at.selectbox(key="pm_baseline")
+    assert box.label == "GPU baseline (optional: CUDA or ROCm)"
+    rocm, cuda = runs[ROCM_TRACE.name][0], runs[CUDA_TRACE.name][0]
+    assert box.format_func(rocm).endswith("· GPU baseline (ROCm)")
+    assert "ROCm" not in box.format_func(cuda)
