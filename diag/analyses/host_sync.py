@@ -3,7 +3,9 @@
 A sync call is a host op named in ``rules/host_sync_calls.csv`` (``cudaStreamSynchronize``, ``hipDeviceSynchronize``,
 ``aclrtSynchronizeStream``, ``aten::item`` …) or a runtime call that launched a device-to-host copy (``.cpu()``,
 ``.tolist()``: its correlated MEMCPY task is ``DtoH``).  Nested calls are one call (``aten::item`` holds
-``aten::_local_scalar_dense`` holds ``cudaMemcpyAsync`` + ``cudaStreamSynchronize``): only the outermost counts.
+``aten::_local_scalar_dense`` holds ``cudaMemcpyAsync`` + ``cudaStreamSynchronize``): only the outermost counts,
+on any thread (torch_npu traces write the ``AscendCL@aclrtSynchronizeStream`` inside ``aten::item`` in the CANN
+process, not the Python one), so that no idle time is counted twice.
 Only calls that start inside a profiler step count; a run without steps counts its whole capture as one.
 
 The time lost is the device idle time overlapping the calls: while the host waits it launches nothing, so
@@ -66,7 +68,8 @@ d2h AS (
 calls0 AS (SELECT pid, tid, s, e, min(name) AS name, min(kind) AS kind FROM (
              SELECT * FROM named WHERE kind IS NOT NULL UNION ALL SELECT * FROM d2h) GROUP BY pid, tid, s, e),
 nested AS (SELECT DISTINCT i.pid, i.tid, i.s, i.e FROM calls0 i JOIN calls0 o
-           ON o.s <= i.s AND o.e >= i.e AND (o.s, o.e) <> (i.s, i.e) WHERE o.pid = i.pid AND o.tid = i.tid),
+           ON o.s <= i.s AND o.e >= i.e AND (o.s, o.e, o.pid, o.tid) <> (i.s, i.e, i.pid, i.tid)
+           WHERE (o.s, o.e) <> (i.s, i.e) OR o.pid < i.pid OR (o.pid = i.pid AND o.tid < i.tid)),
 wins AS (SELECT step, min(start_ns) AS lo, max(end_ns) AS hi FROM steps WHERE run_id = $run AND step IS NOT NULL
          GROUP BY step
          UNION ALL SELECT NULL, $lo, $hi WHERE NOT EXISTS (SELECT 1 FROM steps WHERE run_id = $run AND step IS NOT NULL)),
