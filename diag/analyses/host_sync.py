@@ -45,20 +45,20 @@ def sync_rules() -> tuple[SyncRule, ...]:
     return tuple(sorted(out, key=lambda r: r.priority))
 
 
-def _kind_case(platform: str) -> str:
+def _kind_case(rules: tuple[SyncRule, ...]) -> str:
     whens = " ".join(
         f"WHEN regexp_matches(h.name, {sql_literal('(?i)' + r.pattern)}) THEN {sql_literal(r.kind)}"
-        for r in sync_rules()
-        if r.platform in ("*", platform)
+        for r in rules
     )
     return f"CASE {whens} END"
 
 
-def _sql(platform: str) -> str:
+def _sql(rules: tuple[SyncRule, ...]) -> str:
+    """The calls (by the rows of ``rules``: the run's platform's) with step, caller and device idle overlapping."""
     runtime = ", ".join(sql_literal(c) for c in RUNTIME_CATEGORIES)
     return f"""
 WITH named AS (
-    SELECT h.pid, h.tid, h.name, h.start_ns AS s, h.start_ns + h.dur_ns AS e, {_kind_case(platform)} AS kind
+    SELECT h.pid, h.tid, h.name, h.start_ns AS s, h.start_ns + h.dur_ns AS e, {_kind_case(rules)} AS kind
     FROM host_ops h WHERE h.run_id = $run AND h.dur_ns > 0),
 d2h AS (
     SELECT DISTINCT h.pid, h.tid, h.name, h.start_ns AS s, h.start_ns + h.dur_ns AS e, 'd2h_copy' AS kind
@@ -118,7 +118,8 @@ class HostSync:
 def host_sync(store: Store, run_id: int, platform: str, lo: int, hi: int, max_callers: int = 10) -> HostSync:
     """The host sync calls of a run inside its steps (``lo``..``hi``: the capture, used when it has no steps)."""
     cur = store.cursor()
-    rows = cur.execute(_sql(platform), {"run": run_id, "lo": lo, "hi": hi}).fetchall()
+    rules = tuple(r for r in sync_rules() if r.platform in ("*", platform))
+    rows = cur.execute(_sql(rules), {"run": run_id, "lo": lo, "hi": hi}).fetchall()
     n_steps = cur.execute(
         "SELECT count(DISTINCT step) FROM steps WHERE run_id = ? AND step IS NOT NULL", [run_id]
     ).fetchall()[0][0]
