@@ -67,7 +67,7 @@ TABLES: tuple[Table, ...] = (
             _c("run_key", "VARCHAR UNIQUE NOT NULL", "stable identity of the run"),
             _c("job_id", "BIGINT"),
             _c("name", "VARCHAR", "run folder name, e.g. rank0_ascend_pt"),
-            _c("platform", "VARCHAR NOT NULL", "ascend | cuda"),
+            _c("platform", "VARCHAR NOT NULL", "ascend | cuda | rocm"),
             _c("source", "VARCHAR", "run folder (or archive!member)"),
             _c("rank", "INTEGER"),
             _c("device", "INTEGER"),

@@ -1,4 +1,4 @@
-"""PyTorch profiler (Kineto) Chrome trace from a CUDA run: ``{"traceEvents": [...], "deviceProperties": …}``.
+"""PyTorch profiler (Kineto) Chrome trace from a CUDA or ROCm run: ``{"traceEvents": [...], "deviceProperties": …}``.
 
 The file is a JSON object, not an array, and reaches GBs (plain or ``.gz``), so it is never loaded into
 Python objects.  One pass copies the ``traceEvents`` array into a temporary file (a kernel-side
@@ -14,7 +14,8 @@ when absent).  A trace cut off mid-write stores its complete events and is marke
 Maps: ``kernel``/``Kernel`` → device_tasks CUDA_KERNEL (COMMUNICATION for nccl kernels), ``gpu_memcpy``/
 ``Memcpy`` and ``gpu_memset``/``Memset`` → MEMCPY, ``cuda_sync`` → SYNC; CPU ops, Python functions, user
 annotations (CPU and GPU), CUDA runtime/driver calls → host_ops; flows (``ac2g``, ``async_cpu_to_gpu``,
-``async_gpu``, ``fwdbwd``) → links; ``ProfilerStep#N`` → steps.
+``async_gpu``, ``fwdbwd``) → links; ``ProfilerStep#N`` → steps.  A trace recorded on AMD GPUs (same categories, HIP names) is stored as platform
+``rocm`` (rules/platforms.toml).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from diag.archives import ArchiveLimits
 from diag.errors import BadInputError
 from diag.store import default_memory_limit, q, sql_literal
 from parsers._base import ParseContext, ParseResult, Probe
+from parsers._gpu_vendor import is_rocm
 from parsers._io import element_ends, one_line, read_json_array_sql
 from parsers._json_split import remove as remove_parts
 from parsers._json_split import split_array
@@ -319,7 +321,7 @@ def _lit(values: tuple[str, ...] | list[str]) -> str:
 
 class KinetoTraceParser:
     name = "kineto_trace"
-    version = 1
+    version = 2  # 2: AMD traces stored as platform rocm
     platform = "cuda"
     run_per_file = True
 
@@ -446,6 +448,7 @@ class KinetoTraceParser:
         rank = dist.get("rank")
         ctx.store.update_run(
             ctx.run_id,
+            platform="rocm" if is_rocm(ctx.con, "_kt", meta, props) else None,
             device_name=name,
             device=device,
             rank=int(rank) if isinstance(rank, int | str) and str(rank).isdigit() else None,

@@ -21,6 +21,7 @@ if len(rows) < 2:
 ids = [r["run_id"] for r in rows]
 label = {
     r["run_id"]: f"{r['run_id']} · {r['name']} · {r['platform']}"
+    + (" (GPU baseline, not CUDA)" if r["platform"] == "rocm" else "")
     + (f" · {r['device_name']}" if r["device_name"] else "")
     for r in rows
 }

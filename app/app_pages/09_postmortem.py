@@ -11,6 +11,7 @@ from diag.report import to_html, to_json, to_markdown
 
 NOTES = (("title", "Title"), ("owner", "Owner"), ("summary", "Summary"), ("follow_ups", "Follow-ups"))
 SCOPES = ("A profiling run", "A job (every rank)", "Every log in the store")
+GPU_BASELINE = {"cuda": "", "rocm": " · GPU baseline (ROCm)"}  # platform -> what its label adds
 
 
 def _load_notes(scope_key: str, run_id: int | None, job_id: int | None) -> None:
@@ -56,13 +57,15 @@ elif scope == SCOPES[1]:
         st.stop()
     job_id = st.selectbox("Job", list(jobs), format_func=jobs.get, key="pm_job")
 if scope != SCOPES[2]:
-    cuda = [r for r in runs if r["platform"] == "cuda" and r["run_id"] != run_id and r["start_ns"]]
+    # GPU runs as baselines; a ROCm one is offered as such, never silently as a CUDA baseline
+    cuda = [r for r in runs if r["platform"] in GPU_BASELINE and r["run_id"] != run_id and r["start_ns"]]
     cuda = [r for r in cuda if job_id is None or r["job_id"] != job_id]
     if cuda:
-        names = {r["run_id"]: f"{r['run_id']} · {r['name']}" for r in cuda}
+        names = {r["run_id"]: f"{r['run_id']} · {r['name']}{GPU_BASELINE[r['platform']]}" for r in cuda}
+        rocm = any(r["platform"] == "rocm" for r in cuda)
         baseline = st.selectbox(
-            "CUDA baseline (optional)", [None, *names], format_func=lambda i: "none" if i is None else names[i],
-            key="pm_baseline",
+            "GPU baseline (optional: CUDA or ROCm)" if rocm else "CUDA baseline (optional)", [None, *names],
+            format_func=lambda i: "none" if i is None else names[i], key="pm_baseline",
         )  # fmt: skip
 
 scope_key = f"job:{job_id}" if job_id is not None else (f"run:{run_id}" if run_id is not None else "logs")

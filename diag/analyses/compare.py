@@ -117,7 +117,7 @@ def _run(store: Store, run_id: int) -> dict[str, Any]:
 
 
 def _platform(run: dict[str, Any]) -> str:
-    return "cuda" if run["platform"] == "cuda" else "ascend"
+    return "cuda" if run["platform"] in ("cuda", "rocm") else "ascend"  # the GPU side of the op-class rules
 
 
 def class_totals(store: Store, run_id: int, platform: str) -> dict[str, tuple[int, int]]:
@@ -165,11 +165,28 @@ def _warnings(
         out.append(
             f"both runs are {a['platform']}: the comparison is meant for an Ascend run against a CUDA run"
         )
+    out += _vendor_warnings(a, b)
     summaries = [(side, r) for side, r in (("A", a), ("B", b)) if r["figures_source"] == KERNEL_SUMMARY]
     out += [_summary_warning(side, r) for side, r in summaries]
     if not summaries:
         out += _step_warnings(bd_a, bd_b, ka, kb)
     return out
+
+
+VENDORS = {"ascend": "Huawei Ascend", "cuda": "NVIDIA CUDA", "rocm": "AMD ROCm"}
+
+
+def _vendor_warnings(a: dict, b: dict) -> list[str]:
+    """A ROCm run is a GPU run, but not the CUDA baseline the comparison is built for: say so, never silently."""
+    if a["platform"] == b["platform"] or "rocm" not in (a["platform"], b["platform"]):
+        return []
+    side, run = ("B", b) if b["platform"] == "rocm" else ("A", a)
+    return [
+        f"different vendor: A is {VENDORS.get(a['platform'], a['platform'])}, B is "
+        f"{VENDORS.get(b['platform'], b['platform'])} — {side} (run {run['run_id']}) is a GPU baseline (ROCm), not "
+        "a CUDA one: AMD libraries (rocBLAS/hipBLASLt, RCCL) name and split kernels differently, so op-class "
+        "ratios compare vendors as well as runs"
+    ]
 
 
 def _phase_warnings(ca: dict, cb: dict) -> list[str]:

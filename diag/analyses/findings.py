@@ -6,6 +6,7 @@ from that impact (thresholds in rules/thresholds.toml, msprof-analyze's 5% / 3% 
 
 from __future__ import annotations
 
+import functools
 import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -13,19 +14,12 @@ from typing import Any
 
 from diag.analyses.counts import KERNEL_FILTER, OP_TYPE_SQL, kernel_counts, unique_tasks_sql
 from diag.analyses.cpu_fallback import FallbackOp, device_fallbacks, host_fallbacks
-from diag.analyses.stall_breakdown import Breakdown, breakdown, run_platform
+from diag.analyses.host_sync import host_sync
+from diag.analyses.stall_breakdown import Breakdown, breakdown
 from diag.store import Store
 
 THRESHOLDS = Path(__file__).resolve().parent.parent / "rules" / "thresholds.toml"
-# the layout bucket holds casts, copies, transposes, cat and index kernels on both platforms: advice per platform
-MOVEMENT_ADVICE = {
-    "ascend": "TransData/Cast come from format or dtype mismatches between ops: keep tensors in one format "
-    "(torch_npu.npu.config.allow_internal_format=False), one dtype, and avoid host↔device copies inside "
-    "the step (.item(), .cpu(), printing tensors).",
-    "cuda": "Copy, cast, transpose and cat kernels come from dtype conversions and non-contiguous tensors: keep one "
-    "dtype, let the producer write the layout the consumer reads (torch.compile fuses such copies), and avoid "
-    "host↔device copies inside the step (.item(), .cpu(), printing tensors).",
-}
+ADVICE = THRESHOLDS.with_name("advice.toml")
 
 
 def thresholds() -> dict[str, Any]:
@@ -33,11 +27,23 @@ def thresholds() -> dict[str, Any]:
         return tomllib.load(fh)
 
 
+@functools.cache
+def _advice_rules() -> dict[str, Any]:
+    with open(ADVICE, "rb") as fh:
+        return tomllib.load(fh)
+
+
+def advice(key: str, platform: str) -> str:
+    """The suggestion of finding ``key`` for a run of ``platform`` (rules/advice.toml); a missing text is an
+    error rather than another platform's advice."""
+    return str(_advice_rules()[key][platform])
+
+
 @dataclass
 class Finding:
     run_id: int
     category: str  # cpu_fallback | communication | data_movement | idle | recompile | top_ops | host_fallback
-    # | data_quality
+    # | data_quality | host_sync
     severity: str  # high | medium | low | info
     title: str
     impact_pct: float
@@ -74,8 +80,10 @@ def device_findings(store: Store, run_id: int, bd: Breakdown | None = None) -> l
     out += single_rank_wait(store, run_id, e2e)  # also for a rank with collectives but no device data
     if total is None or e2e == 0:
         return out
-    out += _fallback_findings(run_id, device_fallbacks(store, run_id, e2e), e2e, t)
-    out += _host_fallback_findings(run_id, host_fallbacks(store, run_id, e2e), e2e)
+    platform = _platform(store, run_id)
+    if platform == "ascend":  # AI CPU tasks and torch_npu host fallbacks exist only there
+        out += _fallback_findings(run_id, device_fallbacks(store, run_id, e2e), e2e, t)
+        out += _host_fallback_findings(run_id, host_fallbacks(store, run_id, e2e), e2e)
     b = total.buckets
     if b["comm_exposed"]:
         pct = _pct(b["comm_exposed"], e2e)
@@ -92,8 +100,7 @@ def device_findings(store: Store, run_id: int, bd: Breakdown | None = None) -> l
                     "comm_exposed_ns": b["comm_exposed"],
                     **_comm_wait_transit(store, run_id),
                 },
-                "Overlap collectives with compute (async all-reduce, comm/compute streams), check for a slow rank "
-                "(wait time ≫ transit time means this rank waits for others), and fuse small collectives.",
+                advice("communication", platform),
                 total.start_ns,
                 total.end_ns,
             )
@@ -116,19 +123,58 @@ def device_findings(store: Store, run_id: int, bd: Breakdown | None = None) -> l
                     "layout_cast_ns": b["layout"],
                     **_top_names(store, run_id),
                 },
-                MOVEMENT_ADVICE[run_platform(store, run_id)],
+                advice("data_movement", platform),
                 total.start_ns,
                 total.end_ns,
             )
         )
-    out += _idle_findings(store, run_id, b["idle"], e2e, t, bd)
-    out += _recompile_findings(store, run_id, t)
+    out += _idle_findings(store, run_id, b["idle"], e2e, t, bd, platform)
+    out += _host_sync_findings(store, run_id, platform, e2e, t, bd)
+    out += _recompile_findings(store, run_id, t, platform)
     out.sort(key=lambda f: (-f.impact_pct, f.category))
-    top = _top_ops(store, run_id, e2e, t["top_ops"]["count"])
+    top = _top_ops(store, run_id, e2e, t["top_ops"]["count"], platform)
     if top:
         out.append(top)
     out += _data_quality_findings(store, run_id, bd)
     return out
+
+
+def _platform(store: Store, run_id: int) -> str:
+    rows = store.cursor().execute("SELECT platform FROM runs WHERE run_id = ?", [run_id]).fetchall()
+    return rows[0][0] if rows and rows[0][0] in ("cuda", "rocm") else "ascend"
+
+
+def _host_sync_findings(
+    store: Store, run_id: int, platform: str, e2e: int, t: dict[str, Any], bd: Breakdown
+) -> list[Finding]:
+    """Synchronisation calls inside the steps with the device idle behind them (diag/analyses/host_sync.py)."""
+    lo, hi = bd.total.start_ns, bd.total.end_ns  # type: ignore[union-attr]
+    hs = host_sync(store, run_id, platform, lo, hi, t["host_sync"]["max_callers"])
+    pct = _pct(hs.idle_ns, e2e)
+    if (
+        not hs.calls
+        or hs.idle_ns < t["host_sync"]["min_lost_us"] * 1000
+        or pct < t["host_sync"]["min_lost_pct"]
+    ):
+        return []
+    top = hs.callers[0]
+    return [
+        Finding(
+            run_id,
+            "host_sync",
+            _severity(pct, t),
+            f"{hs.calls} host synchronisation(s) in {hs.steps} step(s) ({hs.calls_per_step:.1f} per step) left the "
+            f"device idle {hs.idle_ns / 1e6:.3f} ms ({pct:.1f}% of device time); most in {top['caller']} → "
+            f"{top['call']}",
+            pct,
+            hs.idle_ns,
+            {"calls": hs.calls, "steps": hs.steps, "calls_per_step": round(hs.calls_per_step, 2),
+             "per_step": hs.per_step, "idle_ns": hs.idle_ns, "host_wait_ns": hs.wait_ns, "callers": hs.callers},
+            advice("host_sync", platform),
+            hs.first_start_ns,
+            hs.last_end_ns,
+        )
+    ]  # fmt: skip
 
 
 def _data_quality_findings(store: Store, run_id: int, bd: Breakdown) -> list[Finding]:
@@ -235,7 +281,7 @@ def _top_names(store: Store, run_id: int) -> dict[str, Any]:
 
 
 def _idle_findings(
-    store: Store, run_id: int, idle_ns: int, e2e: int, t: dict[str, Any], bd: Breakdown
+    store: Store, run_id: int, idle_ns: int, e2e: int, t: dict[str, Any], bd: Breakdown, platform: str
 ) -> list[Finding]:
     if not idle_ns:
         return []
@@ -279,16 +325,14 @@ def _idle_findings(
             pct,
             idle_ns,
             {"gaps": evidence_gaps},
-            "Idle gaps with the host busy mean the run is host-bound (op dispatch, Python, data loading, "
-            "synchronisation): use graph mode / torchair, larger batches, pinned async copies, and avoid "
-            ".item()/.cpu() in the step.",
+            advice("idle", platform),
             first["start_ns"] if first else None,
             first["end_ns"] if first else None,
         )
     ]
 
 
-def _recompile_findings(store: Store, run_id: int, t: dict[str, Any]) -> list[Finding]:
+def _recompile_findings(store: Store, run_id: int, t: dict[str, Any], platform: str) -> list[Finding]:
     cur = store.cursor()
     calls, compile_ns = cur.execute(
         "SELECT count(*), coalesce(sum(dur_ns), 0) FROM host_ops WHERE run_id = ? AND name LIKE '%aclopCompileAndExecute%'",
@@ -310,8 +354,7 @@ def _recompile_findings(store: Store, run_id: int, t: dict[str, Any]) -> list[Fi
                 0.0,
                 int(compile_ns),
                 {"compile_calls": int(calls), "compile_host_ns": int(compile_ns)},
-                "Dynamic shapes recompile operators: pad inputs to a few fixed shapes (bucketing), or set "
-                "torch_npu.npu.set_compile_mode(jit_compile=False).",
+                advice("recompile_compile", platform),
             )
         )
     if dyn and not static:
@@ -324,14 +367,13 @@ def _recompile_findings(store: Store, run_id: int, t: dict[str, Any]) -> list[Fi
                 0.0,
                 0,
                 {"dynamic_ops": int(dyn)},
-                "Found all operators are dynamic shape (msprof-analyze rule): consider "
-                "torch_npu.npu.set_compile_mode(jit_compile=False) and allow_internal_format=False.",
+                advice("recompile_dynamic", platform),
             )
         )
     return out
 
 
-def _top_ops(store: Store, run_id: int, e2e: int, n: int) -> Finding | None:
+def _top_ops(store: Store, run_id: int, e2e: int, n: int, platform: str) -> Finding | None:
     # Each kernel once (duplicate rows are a data-quality note, not twice the time), by op type.
     rows = (
         store.cursor()
@@ -357,5 +399,5 @@ def _top_ops(store: Store, run_id: int, e2e: int, n: int) -> Finding | None:
         top[0]["pct"],
         top[0]["total_ns"],
         {"ops": top},
-        "Start optimisation with the ops at the top: they bound what any fix can save.",
+        advice("top_ops", platform),
     )

@@ -33,6 +33,7 @@ CONTRIBUTING = (
     "communication",
     "data_movement",
     "idle",
+    "host_sync",
 )
 
 

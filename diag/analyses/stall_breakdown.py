@@ -83,9 +83,10 @@ def bucket_of(kind: str, op_class: str) -> str:
 
 
 def run_platform(store: Store, run_id: int) -> str:
-    """'cuda' or 'ascend': which side of the op-class rules a run's names are matched against."""
+    """'cuda' or 'ascend': which side of the op-class rules a run's names are matched against (a ROCm run's
+    kernels are PyTorch's GPU kernels and vendor libraries' GEMMs: the GPU side)."""
     rows = store.cursor().execute("SELECT platform FROM runs WHERE run_id = ?", [run_id]).fetchall()
-    return "cuda" if rows and rows[0][0] == "cuda" else "ascend"
+    return "cuda" if rows and rows[0][0] in ("cuda", "rocm") else "ascend"
 
 
 @dataclass

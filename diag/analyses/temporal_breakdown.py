@@ -55,7 +55,7 @@ _SQL = f"""
 WITH ev AS (
     SELECT d.run_id, d.start_ns AS s, d.start_ns + d.dur_ns AS e, d.task_kind = '{COMPUTE_KIND}' AS compute
     FROM device_tasks d JOIN runs r USING (run_id)
-    WHERE r.platform = 'cuda' AND d.task_kind IN ({", ".join(f"'{k}'" for k in GPU_KINDS)})
+    WHERE r.platform IN ('cuda', 'rocm') AND d.task_kind IN ({", ".join(f"'{k}'" for k in GPU_KINDS)})
       AND d.start_ns IS NOT NULL AND d.dur_ns IS NOT NULL {{where}}),
 sets AS (SELECT run_id, 'all' AS what, s, e FROM ev UNION ALL SELECT run_id, 'compute', s, e FROM ev WHERE compute),
 o AS (SELECT *, max(e) OVER (PARTITION BY run_id, what ORDER BY s, e

@@ -1,0 +1,148 @@
+"""Host synchronisation inside steps: calls that block the host until the device drains, and what they cost.
+
+A sync call is a host op named in ``rules/host_sync_calls.csv`` (``cudaStreamSynchronize``, ``hipDeviceSynchronize``,
+``aclrtSynchronizeStream``, ``aten::item`` …) or a runtime call that launched a device-to-host copy (``.cpu()``,
+``.tolist()``: its correlated MEMCPY task is ``DtoH``).  Nested calls are one call (``aten::item`` holds
+``aten::_local_scalar_dense`` holds ``cudaMemcpyAsync`` + ``cudaStreamSynchronize``): only the outermost counts,
+on any thread (torch_npu traces write the ``AscendCL@aclrtSynchronizeStream`` inside ``aten::item`` in the CANN
+process, not the Python one), so that no idle time is counted twice.
+Only calls that start inside a profiler step count; a run without steps counts its whole capture as one.
+
+The time lost is the device idle time overlapping the calls: while the host waits it launches nothing, so
+whatever part of the wait finds the device with nothing left to run is time the step loses.  The calling op is
+the innermost host op (aten op, Python function, annotation) enclosing the call that is not a sync call itself
+(nor Python's ``<built-in method item …>`` wrapper, which only repeats the call's name).
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from diag.store import Store, sql_literal
+
+CALLS = Path(__file__).resolve().parent.parent / "rules" / "host_sync_calls.csv"
+RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver")  # Kineto writes HIP runtime rows under these too
+
+
+@dataclass(frozen=True)
+class SyncRule:
+    priority: int
+    platform: str  # cuda | rocm | ascend | *
+    kind: str  # scalar_read | stream_sync
+    pattern: str
+    example: str
+
+
+def sync_rules() -> tuple[SyncRule, ...]:
+    with open(CALLS, encoding="utf-8") as fh:
+        rows = csv.DictReader(line for line in fh if not line.startswith("#"))
+        out = [
+            SyncRule(int(r["priority"]), r["platform"], r["kind"], r["pattern"], r["example"]) for r in rows
+        ]
+    return tuple(sorted(out, key=lambda r: r.priority))
+
+
+def _kind_case(rules: tuple[SyncRule, ...]) -> str:
+    whens = " ".join(
+        f"WHEN regexp_matches(h.name, {sql_literal('(?i)' + r.pattern)}) THEN {sql_literal(r.kind)}"
+        for r in rules
+    )
+    return f"CASE {whens} END"
+
+
+def _sql(rules: tuple[SyncRule, ...]) -> str:
+    """The calls (by the rows of ``rules``: the run's platform's) with step, caller and device idle overlapping."""
+    runtime = ", ".join(sql_literal(c) for c in RUNTIME_CATEGORIES)
+    return f"""
+WITH named AS (
+    SELECT h.pid, h.tid, h.name, h.start_ns AS s, h.start_ns + h.dur_ns AS e, {_kind_case(rules)} AS kind
+    FROM host_ops h WHERE h.run_id = $run AND h.dur_ns > 0),
+d2h AS (
+    SELECT DISTINCT h.pid, h.tid, h.name, h.start_ns AS s, h.start_ns + h.dur_ns AS e, 'd2h_copy' AS kind
+    FROM host_ops h JOIN device_tasks d ON d.run_id = h.run_id AND d.connection_id = h.correlation
+    WHERE h.run_id = $run AND h.category IN ({runtime}) AND d.task_kind = 'MEMCPY'
+      AND d.memcpy_direction = 'DtoH' AND h.dur_ns > 0),
+calls0 AS (SELECT pid, tid, s, e, min(name) AS name, min(kind) AS kind FROM (
+             SELECT * FROM named WHERE kind IS NOT NULL UNION ALL SELECT * FROM d2h) GROUP BY pid, tid, s, e),
+nested AS (SELECT DISTINCT i.pid, i.tid, i.s, i.e FROM calls0 i JOIN calls0 o
+           ON o.s <= i.s AND o.e >= i.e AND (o.s, o.e, o.pid, o.tid) <> (i.s, i.e, i.pid, i.tid)
+           WHERE (o.s, o.e) <> (i.s, i.e) OR o.pid < i.pid OR (o.pid = i.pid AND o.tid < i.tid)),
+wins AS (SELECT step, min(start_ns) AS lo, max(end_ns) AS hi FROM steps WHERE run_id = $run AND step IS NOT NULL
+         GROUP BY step
+         UNION ALL SELECT NULL, $lo, $hi WHERE NOT EXISTS (SELECT 1 FROM steps WHERE run_id = $run AND step IS NOT NULL)),
+calls AS (SELECT c.*, w.step FROM calls0 c ANTI JOIN nested USING (pid, tid, s, e)
+          JOIN wins w ON c.s >= w.lo AND c.s < w.hi),
+busy0 AS (SELECT start_ns AS s, start_ns + dur_ns AS e FROM device_tasks
+          WHERE run_id = $run AND task_kind <> 'SYNC' AND dur_ns > 0),
+busy1 AS (SELECT s, e, max(e) OVER (ORDER BY s, e ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before_end
+          FROM busy0),
+busy2 AS (SELECT s, e, sum(CASE WHEN before_end IS NULL OR s > before_end THEN 1 ELSE 0 END)
+                         OVER (ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS grp FROM busy1),
+busy AS (SELECT min(s) AS s, max(e) AS e FROM busy2 GROUP BY grp),
+covered AS (SELECT c.pid, c.tid, c.s, c.e, sum(least(b.e, c.e) - greatest(b.s, c.s)) AS busy_ns
+            FROM calls c JOIN busy b ON b.s < c.e AND b.e > c.s GROUP BY ALL),
+enclosing AS (SELECT c.pid, c.tid, c.s, c.e, arg_max(h.name, h.start_ns) AS caller
+              FROM calls c JOIN host_ops h ON h.start_ns <= c.s AND h.start_ns + h.dur_ns >= c.e
+              WHERE h.run_id = $run AND h.pid = c.pid AND h.tid = c.tid AND h.name NOT LIKE 'ProfilerStep%'
+                AND h.name NOT LIKE '<built-in method %'
+                AND h.category IN ('cpu_op', 'python_function', 'user_annotation')
+                AND (h.start_ns, h.start_ns + h.dur_ns) <> (c.s, c.e)
+                AND NOT EXISTS (SELECT 1 FROM calls0 x WHERE x.pid = h.pid AND x.tid = h.tid AND x.s = h.start_ns
+                                AND x.e = h.start_ns + h.dur_ns)
+              GROUP BY ALL)
+SELECT coalesce(n.caller, '(step top level)') AS caller, c.name, c.kind, c.step, c.s, c.e,
+       c.e - c.s - coalesce(v.busy_ns, 0) AS idle_ns
+FROM calls c LEFT JOIN covered v USING (pid, tid, s, e) LEFT JOIN enclosing n USING (pid, tid, s, e)
+ORDER BY c.s"""
+
+
+@dataclass
+class HostSync:
+    calls: int
+    steps: int  # steps holding the calls' windows (1 when the run has no steps: the whole capture)
+    idle_ns: int  # device idle overlapping the calls: the time lost
+    wait_ns: int  # host time in the calls
+    per_step: dict[str, int]  # step (as text; "capture" without steps) -> calls
+    callers: list[dict[str, Any]]  # by time lost: caller, call, kind, calls, idle_ns, wait_ns
+    first_start_ns: int | None
+    last_end_ns: int | None
+
+    @property
+    def calls_per_step(self) -> float:
+        return self.calls / max(1, self.steps)
+
+
+def host_sync(store: Store, run_id: int, platform: str, lo: int, hi: int, max_callers: int = 10) -> HostSync:
+    """The host sync calls of a run inside its steps (``lo``..``hi``: the capture, used when it has no steps)."""
+    cur = store.cursor()
+    rules = tuple(r for r in sync_rules() if r.platform in ("*", platform))
+    rows = cur.execute(_sql(rules), {"run": run_id, "lo": lo, "hi": hi}).fetchall()
+    n_steps = cur.execute(
+        "SELECT count(DISTINCT step) FROM steps WHERE run_id = ? AND step IS NOT NULL", [run_id]
+    ).fetchall()[0][0]
+    per_step: dict[str, int] = {}
+    by_caller: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for caller, name, kind, step, s, e, idle in rows:
+        key = "capture" if step is None else str(step)
+        per_step[key] = per_step.get(key, 0) + 1
+        agg = by_caller.setdefault(
+            (caller, name, kind),
+            {"caller": caller, "call": name, "kind": kind, "calls": 0, "idle_ns": 0, "wait_ns": 0},
+        )
+        agg["calls"] += 1
+        agg["idle_ns"] += int(idle)
+        agg["wait_ns"] += int(e - s)
+    callers = sorted(by_caller.values(), key=lambda a: (-a["idle_ns"], -a["calls"], a["caller"]))
+    return HostSync(
+        calls=len(rows),
+        steps=max(1, int(n_steps)),
+        idle_ns=sum(int(r[6]) for r in rows),
+        wait_ns=sum(int(r[5] - r[4]) for r in rows),
+        per_step=per_step,
+        callers=callers[:max_callers],
+        first_start_ns=int(rows[0][4]) if rows else None,
+        last_end_ns=max(int(r[5]) for r in rows) if rows else None,
+    )
