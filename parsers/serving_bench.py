@@ -143,7 +143,7 @@ _PLATFORM_HINTS = (
 
 class ServingBenchParser:
     name = "serving_bench"
-    version = 1
+    version = 2  # 2: partial and headerless blocks are stored
     platform = "ascend"  # unused: results create no run (they join the run of their folder, if any)
     creates_run = False
 
@@ -151,18 +151,22 @@ class ServingBenchParser:
         text = probe.text
         if text.lstrip().startswith("{"):
             return bool(_JSON_KEYS.search(text)) and '"total_input_tokens"' in text
-        return bool(
-            _HEADER.search(text)
-            or _AIS_TITLE.search(text)
-            or re.search(r"^\S*\s*[│|]\s*Performance Parameters\s*[│|]", text, re.M)
-        )
+        if _HEADER.search(text) or _AIS_TITLE.search(text):
+            return True
+        if re.search(r"^\S*\s*[│|]\s*Performance Parameters\s*[│|]", text, re.M):
+            return True
+        if not _ROW_HINT.search(text):
+            return False
+        lines = text.splitlines()
+        return any(_headerless_at(lines, i) for i in range(len(lines)))
 
     def parse(self, ctx: ParseContext) -> ParseResult:
         text = _read(ctx)
+        partial: list[str] = []
         if text.lstrip().startswith("{"):
             rows = _json_rows(ctx.display, text)
         else:
-            rows = _text_rows(ctx.display, text)
+            rows, partial = _text_rows(ctx.display, text)
         if not rows:
             raise BadInputError(ctx.display, "no serving benchmark result found")
         platform = _platform_hint(text)
@@ -186,7 +190,7 @@ class ServingBenchParser:
                 f"INSERT INTO serving_runs ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})",
                 [row[c] for c in cols],
             ).fetchall()
-        result = ParseResult()
+        result = ParseResult(partial=f"partial: {'; '.join(partial)}" if partial else None)
         result.add("serving_runs", len(rows))
         return result
 
@@ -232,23 +236,58 @@ def _value(display: str, line_no: int, label: str, raw: str, kind: str) -> Any:
 
 
 # -- vLLM / SGLang text blocks ---------------------------------------------------------------------------------
-def _text_rows(display: str, text: str) -> list[dict[str, Any]]:
+# Rows that only a result block prints (not the load preamble printed before it): at least _MIN_ROWS of them in
+# a row of lines make a block without its header (a tail, an issue paste starting at "Successful requests:").
+_RESULT_LABELS = {k for k in _TEXT_FIELDS if k not in {"backend", "traffic request rate", "concurrency"}} - {
+    "maximum request concurrency",
+    "max request concurrency",
+    "max reqeuest concurrency",
+    "request rate configured (rps)",
+}
+_MIN_ROWS = 3
+# cheap test before the row-by-row one: sniffing runs this over every text file
+_ROW_HINT = re.compile(
+    r"(?i)successful requests|benchmark duration|token throughput|request throughput|total (?:input|generated) "
+    r"tokens|failed requests|(?:mean|median|p\d+) (?:ttft|tpot|itl|e2e)|-{3,}[a-z]"
+)
+_ROW = re.compile(r"([A-Za-z][^:]*?)\s*:\s*(.*)")
+_SECTION = re.compile(r"-{3,}[^-].*?-{3,}")
+_CLOSING = re.compile(r"={20,}")
+_REMARK = re.compile(r"(-?\d[\d.eE+-]*)\s{2,}(\D*)")  # "0          <<<<<<< New line": a note after the value
+# figures a vLLM block prints whatever the version: named in a partial block's message when absent
+_CORE = (
+    ("successful_requests", "Successful requests"),
+    ("duration_s", "Benchmark duration (s)"),
+    ("total_input_tokens", "Total input tokens"),
+    ("total_output_tokens", "Total generated tokens"),
+    ("request_throughput_rps", "Request throughput (req/s)"),
+    ("output_throughput_tps", "Output token throughput (tok/s)"),
+    ("total_throughput_tps", "Total token throughput (tok/s)"),
+)
+_CORE_LATENCY = (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"))
+
+
+def _text_rows(display: str, text: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """The blocks of a text file, and for each partial one what it lacks (the file's message)."""
     lines = text.splitlines()
     rows: list[dict[str, Any]] = []
     i, after_last = 0, 0
     while i < len(lines):
         line = lines[i]
         if _HEADER.search(line):
-            row, end = _vllm_block(display, lines, i)
+            row, end = _vllm_block(display, lines, i, headed=True)
             row.update({k: v for k, v in _preamble(lines[after_last:i]).items() if row.get(k) is None})
         elif _AIS_TITLE.search(line) or _AIS_TABLE_HEAD.search(line.strip()):
             row, end = _ais_block(display, lines, i)
+        elif _headerless_at(lines, i):
+            row, end = _vllm_block(display, lines, i, headed=False)
+            row.update({k: v for k, v in _preamble(lines[after_last:i]).items() if row.get(k) is None})
         else:
             i += 1
             continue
         rows.append(row)
         i = after_last = end + 1
-    return rows
+    return rows, [r["partial"] for r in rows if r.get("partial")]
 
 
 def _prefix_pattern(prefix: str) -> re.Pattern[str]:
@@ -256,47 +295,137 @@ def _prefix_pattern(prefix: str) -> re.Pattern[str]:
     return re.compile("".join(r"\d" if ch.isdigit() else re.escape(ch) for ch in prefix))
 
 
-def _vllm_block(display: str, lines: list[str], start: int) -> tuple[dict[str, Any], int]:
-    header = lines[start]
-    prefix = _prefix_pattern(header[: _HEADER.search(header).start()])  # type: ignore[union-attr]
+def _row_key(body: str) -> str | None:
+    """The label of a row of a result block (any known label, preamble ones included), else None."""
+    kv = _ROW.fullmatch(body)
+    if not kv:
+        return None
+    key = " ".join(kv.group(1).lower().split())
+    return key if key in _TEXT_FIELDS or _LAT_LABEL.match(key) else None
+
+
+def _is_result_row(body: str) -> bool:
+    key = _row_key(body)
+    return key is not None and (key in _RESULT_LABELS or bool(_LAT_LABEL.match(key)))
+
+
+def _row_start(line: str) -> int | None:
+    """Where a result row or a section title starts in ``line`` (after any prefix), else None."""
+    hint = _ROW_HINT.search(line)
+    if hint is None:
+        return None
+    for m in re.finditer(r"[A-Za-z-]", line[: hint.start() + 1]):
+        body = line[m.start() :].strip()
+        if _row_key(body) or _SECTION.fullmatch(body):
+            return m.start()
+        if m.start() > 80:
+            break
+    return None
+
+
+def _headerless_at(lines: list[str], start: int) -> bool:
+    """A block without its header starts here: a result row (or section title) followed, under the same
+    prefix, by result rows — at least _MIN_ROWS distinct ones before the first line that is neither."""
+    at = _row_start(lines[start])
+    if at is None:
+        return False
+    prefix = _prefix_pattern(lines[start][:at])
+    seen: set[str] = set()
+    for line in lines[start : start + 60]:
+        m = prefix.match(line)
+        body = line[m.end() :].strip() if m else ""
+        if _SECTION.fullmatch(body):
+            continue
+        key = _row_key(body)
+        if key is None:
+            break
+        if _is_result_row(body):
+            seen.add(key)
+    return len(seen) >= _MIN_ROWS
+
+
+def _continues(lines: list[str], j: int, prefix: re.Pattern[str]) -> bool:
+    """More rows of the block follow line ``j`` (then a bad line is garbled, not the point where it was cut)."""
+    for line in lines[j : j + 3]:
+        m = prefix.match(line)
+        body = line[m.end() :].strip() if m else ""
+        if _row_key(body) or _SECTION.fullmatch(body) or _CLOSING.fullmatch(body):
+            return True
+    return False
+
+
+def _vllm_block(display: str, lines: list[str], start: int, headed: bool) -> tuple[dict[str, Any], int]:
+    """One block from its header (or, ``headed=False``, its first row); cut short, it is returned partial."""
+    at = _HEADER.search(lines[start]).start() if headed else _row_start(lines[start])  # type: ignore[union-attr]
+    prefix = _prefix_pattern(lines[start][:at])
     fields: dict[str, str] = {}
     latency: dict[str, dict[str, float]] = {}
     row: dict[str, Any] = {"line_no": start + 1, "tool": "vllm", "format": "text"}
-    for j in range(start + 1, len(lines)):
+    last: tuple[str, int] | None = None  # the last row read: where a cut block was cut
+    for j in range(start + 1 if headed else start, len(lines)):
         m = prefix.match(lines[j])
         body = lines[j][m.end() :].strip() if m else None
-        where = f"line {j + 1}"
         if body is None or _HEADER.search(lines[j]):
-            raise BadInputError(
-                display, f"{where}: result block of line {start + 1} ends without its closing line"
-            )
-        if re.fullmatch(r"={20,}", body):
-            return _finish_text(display, row, fields, latency, start), j
-        if re.fullmatch(r"-{3,}[^-].*?-{3,}", body):
+            return _cut(display, row, fields, latency, start, last, headed), j - 1
+        if _CLOSING.fullmatch(body):
+            return _finish_text(display, row, fields, latency, start, headed), j
+        if _SECTION.fullmatch(body):
             continue  # section title
-        kv = re.fullmatch(r"([A-Za-z][^:]*?)\s*:\s*(.*)", body)
-        if not kv:
-            raise BadInputError(
-                display, f"{where}: {body[:60]!r} is not a 'label: value' row (garbled block?)"
-            )
+        kv = _ROW.fullmatch(body)
+        if not kv or not kv.group(2):
+            if _continues(lines, j + 1, prefix):
+                what = "has no value" if kv else "is not a 'label: value' row"
+                label = kv.group(1) if kv else body[:60]
+                raise BadInputError(display, f"line {j + 1}: {label!r} {what} (garbled block?)")
+            return _cut(display, row, fields, latency, start, last, headed), j
         label, raw = kv.group(1), kv.group(2)
-        if not raw:
-            raise BadInputError(display, f"{where}: {label!r} has no value (truncated block?)")
         fields[label] = raw
+        remark = _REMARK.fullmatch(raw.strip())
+        value = remark.group(1) if remark else raw
         key = " ".join(label.lower().split())
         lat = _LAT_LABEL.match(key)
         if lat:
             metric = {"e2e latency": "e2el"}.get(lat.group(2), lat.group(2))
-            latency.setdefault(metric, {})[lat.group(1)] = _value(display, j + 1, label, raw, "float")
+            latency.setdefault(metric, {})[lat.group(1)] = _value(display, j + 1, label, value, "float")
         elif key in _TEXT_FIELDS:
             col, kind = _TEXT_FIELDS[key]
-            row[col] = _value(display, j + 1, label, raw, kind)
+            row[col] = _value(display, j + 1, label, value, kind)
         if key in _SGLANG_LABELS:
             row["tool"] = "sglang"
-    raise BadInputError(
-        display,
-        f"line {len(lines)}: result block of line {start + 1} ends without its closing line (truncated)",
+        last = (label, j + 1)
+    return _cut(display, row, fields, latency, start, last, headed), len(lines) - 1
+
+
+def _missing(row: dict[str, Any], latency: dict[str, dict[str, float]]) -> list[str]:
+    names = [label for col, label in _CORE if row.get(col) is None]
+    for metric, name in _CORE_LATENCY:
+        stats = [s for s in ("mean", "median", "p99") if s not in latency.get(metric, {})]
+        if stats:
+            names.append(f"{name} {'/'.join(stats)}")
+    return names
+
+
+def _cut(
+    display: str,
+    row: dict[str, Any],
+    fields: dict[str, str],
+    latency: dict[str, dict[str, float]],
+    start: int,
+    last: tuple[str, int] | None,
+    headed: bool,
+) -> dict[str, Any]:
+    """A block without its closing line: the figures it holds, and its message naming what it lacks."""
+    if last is None:
+        raise BadInputError(
+            display, f"line {start + 1}: result block holds no row (cut right after its header)"
+        )
+    row["fields"], row["latency_ms"] = fields, latency
+    where = "" if headed else " (no header: read by its rows)"
+    row["partial"] = (
+        f'block of line {start + 1}{where} cut after "{last[0]}" (line {last[1]}); '
+        f"missing: {', '.join(_missing(row, latency)) or 'none of the usual figures'}"
     )
+    return row
 
 
 def _finish_text(
@@ -305,11 +434,19 @@ def _finish_text(
     fields: dict[str, str],
     latency: dict[str, dict[str, float]],
     start: int,
+    headed: bool,
 ) -> dict[str, Any]:
+    row["fields"], row["latency_ms"] = fields, latency
+    if not headed:  # a closed tail: what came before its first row is not in the file
+        missing = _missing(row, latency)
+        if missing:
+            row["partial"] = (
+                f"block of line {start + 1} (no header: read by its rows); missing: {', '.join(missing)}"
+            )
+        return row
     for label in ("Successful requests", "Benchmark duration (s)"):
         if label not in fields:
             raise BadInputError(display, f"line {start + 1}: result block has no {label!r} row")
-    row["fields"], row["latency_ms"] = fields, latency
     return row
 
 
