@@ -304,7 +304,7 @@ def _name_missing(row: dict[str, Any], checks: list[dict[str, Any]]) -> None:
     """In a block cut short, a check without its figure says so (the figure is not n/a by tool version)."""
     for c in checks:
         if c["verdict"] == "n/a" and c["value"] is None and c["figure"] != "memory":
-            c["detail"] = f"not in this block (partial: {row['partial']})"
+            c["detail"] = "not in this block: it was cut short (see partial)"
 
 
 def accept(
