@@ -11,61 +11,33 @@ Formats (``shared/formats/llm_inference_reference.md`` §9):
 * vLLM ``--save-result`` JSON and SGLang ``--output-file`` JSONL (one object per run).
 
 Model, dataset, lengths and load come from the block itself or, for text, from the lines before it
-(``Namespace(...)``, the command line, ``Maximum request concurrency:`` preambles).  A block cut short
-(no closing line, a row without a value, a line that is no row) is a ``BadInputError`` naming its line.
+(``Namespace(...)``, the command line, ``Maximum request concurrency:`` preambles).  A text block cut short
+is stored with the figures it holds and the file is ``partial`` (its message names the cut and what is
+missing); a block without its header is read by its rows (``parsers/serving_text.py``).  A garbled block, an
+AISBench table cut short or broken JSON is a ``BadInputError`` naming its line.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import math
 import re
-from decimal import Decimal
 from typing import Any
 
 from diag.errors import BadInputError
 from parsers._base import ParseContext, ParseResult, Probe
+from parsers.serving_text import (
+    HEADER,
+    ROW_HINT,
+    headerless_at,
+    value_of,
+    vllm_block,
+)
 
-_HEADER = re.compile(r"=+ ?Serving Benchmark Result ?=+\s*$", re.M)
 _AIS_TITLE = re.compile(r"Performance Results of task \[([^\]]*)\]")
 _AIS_TABLE_HEAD = re.compile(r"^[│|]\s*(Performance Parameters|Common Metric)\s*[│|]")
 _JSON_KEYS = re.compile(r'"completed"\s*:')
-_LAT_LABEL = re.compile(
-    r"^(mean|median|std|min|max|p\d+(?:\.\d+)?) (ttft|tpot|itl|e2el|e2e latency) \(ms\)$", re.I
-)
 _LAT_KEY = re.compile(r"^(mean|median|std|min|max|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el|e2e_latency)_ms$")
-_NONE_VALUES = {"inf", "not set", "none", "n/a", "nan", "null", "-"}
-_SGLANG_LABELS = {
-    "backend",
-    "traffic request rate",
-    "max request concurrency",
-    "max reqeuest concurrency",
-    "total generated tokens (retokenized)",
-}
-
-# label (lower case, single spaces) -> (column, kind)
-_TEXT_FIELDS: dict[str, tuple[str, str]] = {
-    "successful requests": ("successful_requests", "int"),
-    "failed requests": ("failed_requests", "int"),
-    "maximum request concurrency": ("max_concurrency", "int"),
-    "max request concurrency": ("max_concurrency", "int"),
-    "max reqeuest concurrency": ("max_concurrency", "int"),
-    "request rate configured (rps)": ("request_rate_rps", "float"),
-    "traffic request rate": ("request_rate_rps", "float"),
-    "backend": ("backend", "text"),
-    "benchmark duration (s)": ("duration_s", "float"),
-    "total input tokens": ("total_input_tokens", "int"),
-    "total generated tokens": ("total_output_tokens", "int"),
-    "request throughput (req/s)": ("request_throughput_rps", "float"),
-    "input token throughput (tok/s)": ("input_throughput_tps", "float"),
-    "output token throughput (tok/s)": ("output_throughput_tps", "float"),
-    "total token throughput (tok/s)": ("total_throughput_tps", "float"),
-    "total throughput (tok/s)": ("total_throughput_tps", "float"),
-    "peak output token throughput (tok/s)": ("peak_output_throughput_tps", "float"),
-    "peak concurrent requests": ("peak_concurrent_requests", "float"),
-    "concurrency": ("mean_concurrency", "float"),
-}
 _AIS_COMMON: dict[str, tuple[str, str]] = {
     "benchmark duration": ("duration_s", "duration"),
     "total requests": ("num_prompts", "int"),
@@ -151,14 +123,14 @@ class ServingBenchParser:
         text = probe.text
         if text.lstrip().startswith("{"):
             return bool(_JSON_KEYS.search(text)) and '"total_input_tokens"' in text
-        if _HEADER.search(text) or _AIS_TITLE.search(text):
+        if HEADER.search(text) or _AIS_TITLE.search(text):
             return True
         if re.search(r"^\S*\s*[│|]\s*Performance Parameters\s*[│|]", text, re.M):
             return True
-        if not _ROW_HINT.search(text):
+        if not ROW_HINT.search(text):
             return False
         lines = text.splitlines()
-        return any(_headerless_at(lines, i) for i in range(len(lines)))
+        return any(headerless_at(lines, i) for i in range(len(lines)))
 
     def parse(self, ctx: ParseContext) -> ParseResult:
         text = _read(ctx)
@@ -210,63 +182,7 @@ def _platform_hint(text: str) -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
-# -- values ----------------------------------------------------------------------------------------------------
-def _value(display: str, line_no: int, label: str, raw: str, kind: str) -> Any:
-    text = raw.strip()
-    if kind == "text":
-        return text or None
-    if text.lower() in _NONE_VALUES:
-        return None
-    unit = ""
-    m = re.fullmatch(r"(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)\s*([A-Za-z/%]*)", text)
-    if not m:
-        raise BadInputError(display, f"line {line_no}: {label!r} has value {raw.strip()!r}, not a number")
-    number, unit = float(m.group(1)), m.group(2).lower()
-    if not math.isfinite(number) or (kind == "int" and abs(number) >= 2**63):  # 1e400, 20-digit counts
-        raise BadInputError(display, f"line {line_no}: {label!r} has value {text!r}, out of range")
-    if kind == "duration":  # AISBench prints durations with their unit; exact decimal scaling
-        return float(Decimal(m.group(1)) / 1000) if unit in ("ms", "") else number
-    if kind == "latency":
-        return float(Decimal(m.group(1)) * {"s": Decimal(1000), "us": Decimal("0.001")}.get(unit, Decimal(1)))
-    if kind == "int":
-        if number != int(number):
-            raise BadInputError(display, f"line {line_no}: {label!r} has value {text!r}, not a whole number")
-        return int(number)
-    return number
-
-
-# -- vLLM / SGLang text blocks ---------------------------------------------------------------------------------
-# Rows that only a result block prints (not the load preamble printed before it): at least _MIN_ROWS of them in
-# a row of lines make a block without its header (a tail, an issue paste starting at "Successful requests:").
-_RESULT_LABELS = {k for k in _TEXT_FIELDS if k not in {"backend", "traffic request rate", "concurrency"}} - {
-    "maximum request concurrency",
-    "max request concurrency",
-    "max reqeuest concurrency",
-    "request rate configured (rps)",
-}
-_MIN_ROWS = 3
-# cheap test before the row-by-row one: sniffing runs this over every text file
-_ROW_HINT = re.compile(
-    r"(?i)successful requests|benchmark duration|token throughput|request throughput|total (?:input|generated) "
-    r"tokens|failed requests|(?:mean|median|p\d+) (?:ttft|tpot|itl|e2e)|-{3,}[a-z]"
-)
-_ROW = re.compile(r"([A-Za-z][^:]*?)\s*:\s*(.*)")
-_SECTION = re.compile(r"-{3,}[^-].*?-{3,}")
-_CLOSING = re.compile(r"={20,}")
-_REMARK = re.compile(r"(-?\d[\d.eE+-]*)\s{2,}(\D*)")  # "0          <<<<<<< New line": a note after the value
-# figures a vLLM block prints whatever the version: named in a partial block's message when absent
-_CORE = (
-    ("successful_requests", "Successful requests"),
-    ("duration_s", "Benchmark duration (s)"),
-    ("total_input_tokens", "Total input tokens"),
-    ("total_output_tokens", "Total generated tokens"),
-    ("request_throughput_rps", "Request throughput (req/s)"),
-    ("output_throughput_tps", "Output token throughput (tok/s)"),
-    ("total_throughput_tps", "Total token throughput (tok/s)"),
-)
-_CORE_LATENCY = (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"))
-
-
+# -- text files: vLLM / SGLang blocks (parsers/serving_text.py) and AISBench tables ----------------------
 def _text_rows(display: str, text: str) -> tuple[list[dict[str, Any]], list[str]]:
     """The blocks of a text file, and for each partial one what it lacks (the file's message)."""
     lines = text.splitlines()
@@ -274,13 +190,13 @@ def _text_rows(display: str, text: str) -> tuple[list[dict[str, Any]], list[str]
     i, after_last = 0, 0
     while i < len(lines):
         line = lines[i]
-        if _HEADER.search(line):
-            row, end = _vllm_block(display, lines, i, headed=True)
+        if HEADER.search(line):
+            row, end = vllm_block(display, lines, i, headed=True)
             row.update({k: v for k, v in _preamble(lines[after_last:i]).items() if row.get(k) is None})
         elif _AIS_TITLE.search(line) or _AIS_TABLE_HEAD.search(line.strip()):
             row, end = _ais_block(display, lines, i)
-        elif _headerless_at(lines, i):
-            row, end = _vllm_block(display, lines, i, headed=False)
+        elif headerless_at(lines, i):
+            row, end = vllm_block(display, lines, i, headed=False)
             row.update({k: v for k, v in _preamble(lines[after_last:i]).items() if row.get(k) is None})
         else:
             i += 1
@@ -288,166 +204,6 @@ def _text_rows(display: str, text: str) -> tuple[list[dict[str, Any]], list[str]
         rows.append(row)
         i = after_last = end + 1
     return rows, [r["partial"] for r in rows if r.get("partial")]
-
-
-def _prefix_pattern(prefix: str) -> re.Pattern[str]:
-    """The header's prefix, with its digits generalised (a logging timestamp changes from line to line)."""
-    return re.compile("".join(r"\d" if ch.isdigit() else re.escape(ch) for ch in prefix))
-
-
-def _row_key(body: str) -> str | None:
-    """The label of a row of a result block (any known label, preamble ones included), else None."""
-    kv = _ROW.fullmatch(body)
-    if not kv:
-        return None
-    key = " ".join(kv.group(1).lower().split())
-    return key if key in _TEXT_FIELDS or _LAT_LABEL.match(key) else None
-
-
-def _is_result_row(body: str) -> bool:
-    key = _row_key(body)
-    return key is not None and (key in _RESULT_LABELS or bool(_LAT_LABEL.match(key)))
-
-
-def _row_start(line: str) -> int | None:
-    """Where a result row or a section title starts in ``line`` (after any prefix), else None."""
-    hint = _ROW_HINT.search(line)
-    if hint is None:
-        return None
-    for m in re.finditer(r"[A-Za-z-]", line[: hint.start() + 1]):
-        body = line[m.start() :].strip()
-        if _row_key(body) or _SECTION.fullmatch(body):
-            return m.start()
-        if m.start() > 80:
-            break
-    return None
-
-
-def _headerless_at(lines: list[str], start: int) -> bool:
-    """A block without its header starts here: a result row (or section title) followed, under the same
-    prefix, by result rows — at least _MIN_ROWS distinct ones before the first line that is neither."""
-    at = _row_start(lines[start])
-    if at is None:
-        return False
-    prefix = _prefix_pattern(lines[start][:at])
-    seen: set[str] = set()
-    for line in lines[start : start + 60]:
-        m = prefix.match(line)
-        body = line[m.end() :].strip() if m else ""
-        if _SECTION.fullmatch(body):
-            continue
-        key = _row_key(body)
-        if key is None:
-            break
-        if _is_result_row(body):
-            seen.add(key)
-    return len(seen) >= _MIN_ROWS
-
-
-def _continues(lines: list[str], j: int, prefix: re.Pattern[str]) -> bool:
-    """More rows of the block follow line ``j`` (then a bad line is garbled, not the point where it was cut)."""
-    for line in lines[j : j + 3]:
-        m = prefix.match(line)
-        body = line[m.end() :].strip() if m else ""
-        if _row_key(body) or _SECTION.fullmatch(body) or _CLOSING.fullmatch(body):
-            return True
-    return False
-
-
-def _vllm_block(display: str, lines: list[str], start: int, headed: bool) -> tuple[dict[str, Any], int]:
-    """One block from its header (or, ``headed=False``, its first row); cut short, it is returned partial."""
-    at = _HEADER.search(lines[start]).start() if headed else _row_start(lines[start])  # type: ignore[union-attr]
-    prefix = _prefix_pattern(lines[start][:at])
-    fields: dict[str, str] = {}
-    latency: dict[str, dict[str, float]] = {}
-    row: dict[str, Any] = {"line_no": start + 1, "tool": "vllm", "format": "text"}
-    last: tuple[str, int] | None = None  # the last row read: where a cut block was cut
-    for j in range(start + 1 if headed else start, len(lines)):
-        m = prefix.match(lines[j])
-        body = lines[j][m.end() :].strip() if m else None
-        if body is None or _HEADER.search(lines[j]):
-            return _cut(display, row, fields, latency, start, last, headed), j - 1
-        if _CLOSING.fullmatch(body):
-            return _finish_text(display, row, fields, latency, start, headed), j
-        if _SECTION.fullmatch(body):
-            continue  # section title
-        kv = _ROW.fullmatch(body)
-        if not kv or not kv.group(2):
-            if _continues(lines, j + 1, prefix):
-                what = "has no value" if kv else "is not a 'label: value' row"
-                label = kv.group(1) if kv else body[:60]
-                raise BadInputError(display, f"line {j + 1}: {label!r} {what} (garbled block?)")
-            return _cut(display, row, fields, latency, start, last, headed), j
-        label, raw = kv.group(1), kv.group(2)
-        fields[label] = raw
-        remark = _REMARK.fullmatch(raw.strip())
-        value = remark.group(1) if remark else raw
-        key = " ".join(label.lower().split())
-        lat = _LAT_LABEL.match(key)
-        if lat:
-            metric = {"e2e latency": "e2el"}.get(lat.group(2), lat.group(2))
-            latency.setdefault(metric, {})[lat.group(1)] = _value(display, j + 1, label, value, "float")
-        elif key in _TEXT_FIELDS:
-            col, kind = _TEXT_FIELDS[key]
-            row[col] = _value(display, j + 1, label, value, kind)
-        if key in _SGLANG_LABELS:
-            row["tool"] = "sglang"
-        last = (label, j + 1)
-    return _cut(display, row, fields, latency, start, last, headed), len(lines) - 1
-
-
-def _missing(row: dict[str, Any], latency: dict[str, dict[str, float]]) -> list[str]:
-    names = [label for col, label in _CORE if row.get(col) is None]
-    for metric, name in _CORE_LATENCY:
-        stats = [s for s in ("mean", "median", "p99") if s not in latency.get(metric, {})]
-        if stats:
-            names.append(f"{name} {'/'.join(stats)}")
-    return names
-
-
-def _cut(
-    display: str,
-    row: dict[str, Any],
-    fields: dict[str, str],
-    latency: dict[str, dict[str, float]],
-    start: int,
-    last: tuple[str, int] | None,
-    headed: bool,
-) -> dict[str, Any]:
-    """A block without its closing line: the figures it holds, and its message naming what it lacks."""
-    if last is None:
-        raise BadInputError(
-            display, f"line {start + 1}: result block holds no row (cut right after its header)"
-        )
-    row["fields"], row["latency_ms"] = fields, latency
-    where = "" if headed else " (no header: read by its rows)"
-    row["partial"] = (
-        f'block of line {start + 1}{where} cut after "{last[0]}" (line {last[1]}); '
-        f"missing: {', '.join(_missing(row, latency)) or 'none of the usual figures'}"
-    )
-    return row
-
-
-def _finish_text(
-    display: str,
-    row: dict[str, Any],
-    fields: dict[str, str],
-    latency: dict[str, dict[str, float]],
-    start: int,
-    headed: bool,
-) -> dict[str, Any]:
-    row["fields"], row["latency_ms"] = fields, latency
-    if not headed:  # a closed tail: what came before its first row is not in the file
-        missing = _missing(row, latency)
-        if missing:
-            row["partial"] = (
-                f"block of line {start + 1} (no header: read by its rows); missing: {', '.join(missing)}"
-            )
-        return row
-    for label in ("Successful requests", "Benchmark duration (s)"):
-        if label not in fields:
-            raise BadInputError(display, f"line {start + 1}: result block has no {label!r} row")
-    return row
 
 
 def _preamble(lines: list[str]) -> dict[str, Any]:
@@ -465,14 +221,14 @@ def _preamble(lines: list[str]) -> dict[str, Any]:
             if col and value not in ("None", ""):
                 kind = _KINDS.get(col, "text")
                 try:
-                    found[col] = _value("", 0, key, value, kind)
+                    found[col] = value_of("", 0, key, value, kind)
                 except BadInputError:
                     continue
         m = re.search(r"(?:Maximum request concurrency|Traffic request rate):\s*(\S+)", line)
         if m:
             col = "max_concurrency" if "concurrency" in line else "request_rate_rps"
             with contextlib.suppress(BadInputError):
-                found[col] = _value("", 0, col, m.group(1), _KINDS[col])
+                found[col] = value_of("", 0, col, m.group(1), _KINDS[col])
     return found
 
 
@@ -549,13 +305,13 @@ def _ais_block(display: str, lines: list[str], start: int) -> tuple[dict[str, An
                 continue
             if header[0] == "common metric" and name.lower() in _AIS_COMMON:
                 col, kind = _AIS_COMMON[name.lower()]
-                row[col] = _value(display, start + 1, name, cells[2], kind)
+                row[col] = value_of(display, start + 1, name, cells[2], kind)
             elif header[0] == "performance parameters" and name.upper() in ("TTFT", "TPOT", "ITL", "E2EL"):
                 stats = latency.setdefault(name.lower(), {})
                 for h, cell in zip(header[2:], cells[2:], strict=True):
                     stat = _AIS_STATS.get(h, h if re.fullmatch(r"p\d+(?:\.\d+)?", h) else None)
                     if stat:
-                        stats[stat] = _value(display, start + 1, name, cell, "latency")
+                        stats[stat] = value_of(display, start + 1, name, cell, "latency")
     for col in ("successful_requests", "duration_s"):
         if row.get(col) is None:
             raise BadInputError(display, f"line {start + 1}: AISBench result lacks {col}")
@@ -591,7 +347,7 @@ def _json_rows(display: str, text: str) -> list[dict[str, Any]]:
                 latency.setdefault(metric, {})[lat.group(1)] = float(value)
             elif key in _JSON_FIELDS and value is not None and not isinstance(value, list | dict):
                 col, kind = _JSON_FIELDS[key]
-                row[col] = _value(display, n, key, str(value), kind)
+                row[col] = value_of(display, n, key, str(value), kind)
         if row.get("failed_requests") is None and isinstance(obj.get("errors"), list):
             row["failed_requests"] = sum(1 for e in obj["errors"] if e)
         row["latency_ms"] = latency
