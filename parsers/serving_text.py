@@ -98,6 +98,7 @@ ROW_HINT = re.compile(
 _ROW = re.compile(r"([A-Za-z][^:]*?)\s*:\s*(.*)")
 _SECTION = re.compile(r"-{3,}[^-].*?-{3,}")
 _CLOSING = re.compile(r"={20,}")
+_NUMERIC = re.compile(r"-?\d[\d.,eE+-]*\s*[A-Za-z/%]*")
 _REMARK = re.compile(r"(-?\d[\d.eE+-]*)\s{2,}(\D*)")  # "0          <<<<<<< New line": a note after the value
 # figures a vLLM block prints whatever the version: named in a partial block's message when absent
 _CORE = (
@@ -176,6 +177,14 @@ def _continues(lines: list[str], j: int, prefix: re.Pattern[str]) -> bool:
     return False
 
 
+def _foreign(key: str, value: str, lines: list[str], j: int, prefix: re.Pattern[str]) -> bool:
+    """A line after a cut block that only looks like a row (``INFO 08-05 04:46:12 [loggers.py:123] …``): an
+    unknown label with a value that is no number, and no row of the block after it. Unknown rows with numbers
+    (new vLLM rows, speculative-decoding rows) stay in the block."""
+    known = key in _TEXT_FIELDS or _LAT_LABEL.match(key)
+    return not known and not _NUMERIC.fullmatch(value.strip()) and not _continues(lines, j + 1, prefix)
+
+
 def vllm_block(display: str, lines: list[str], start: int, headed: bool) -> tuple[dict[str, Any], int]:
     """One block from its header (or, ``headed=False``, its first row); cut short, it is returned partial."""
     at = HEADER.search(lines[start]).start() if headed else _row_start(lines[start])  # type: ignore[union-attr]
@@ -201,10 +210,12 @@ def vllm_block(display: str, lines: list[str], start: int, headed: bool) -> tupl
                 raise BadInputError(display, f"line {j + 1}: {label!r} {what} (garbled block?)")
             return _cut(display, row, fields, latency, start, last, headed), j
         label, raw = kv.group(1), kv.group(2)
-        fields[label] = raw
         remark = _REMARK.fullmatch(raw.strip())
         value = remark.group(1) if remark else raw
         key = " ".join(label.lower().split())
+        if _foreign(key, value, lines, j, prefix):
+            return _cut(display, row, fields, latency, start, last, headed), j - 1
+        fields[label] = raw
         lat = _LAT_LABEL.match(key)
         if lat:
             metric = {"e2e latency": "e2el"}.get(lat.group(2), lat.group(2))

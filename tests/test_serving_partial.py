@@ -258,3 +258,21 @@ def test_ingest_json_adds_the_skipped_files_and_keeps_its_keys(tmp_path):
             "paths": [str(folder / f"notes_{i:02d}.txt") for i in range(3)],
         }
     ]
+
+
+def test_log_lines_after_a_cut_block_are_not_rows_of_it(tmp_path):
+    text = (
+        (FIX / "wild_ascend_qwen2.5-omni-7b_conc20_issue11750.txt")
+        .read_text()
+        .replace("Mean TPOT (ms):\n", "")
+    )
+    path = tmp_path / "console.log"  # the server's own log lines follow the cut block in one console capture
+    path.write_text(
+        text + "INFO 09-02 10:21:07 [loggers.py:123] Engine 000: Avg prompt throughput: 0.0 tokens/s, "
+        "Avg generation throughput: 0.0 tokens/s, Running: 0 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.0%\n"
+        "INFO 09-02 10:21:17 [loggers.py:123] Engine 000: Avg prompt throughput: 0.0 tokens/s\n"
+    )
+    (outcome,) = _ingest(tmp_path / "c.duckdb", path)
+    assert outcome.status == "partial" and 'cut after "P99 TTFT (ms)" (line 30)' in outcome.message
+    (row,) = _rows(tmp_path / "c.duckdb")
+    assert not [k for k in row["fields"] if k.startswith("INFO")] and len(row["fields"]) == 14
