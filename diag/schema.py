@@ -492,6 +492,11 @@ TABLES: tuple[Table, ...] = (
                 "latency_ms", "JSON", "every printed statistic: {metric: {mean, median, std, min, max, p50…}}"
             ),
             _c("fields", "JSON", "every row of the block as written: {label: value}"),
+            _c(
+                "partial",
+                "VARCHAR",
+                "a block cut short or without its header: where it was cut and the figures it lacks; NULL if whole",
+            ),
         ),
     ),
     Table(

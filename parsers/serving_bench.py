@@ -11,61 +11,33 @@ Formats (``shared/formats/llm_inference_reference.md`` §9):
 * vLLM ``--save-result`` JSON and SGLang ``--output-file`` JSONL (one object per run).
 
 Model, dataset, lengths and load come from the block itself or, for text, from the lines before it
-(``Namespace(...)``, the command line, ``Maximum request concurrency:`` preambles).  A block cut short
-(no closing line, a row without a value, a line that is no row) is a ``BadInputError`` naming its line.
+(``Namespace(...)``, the command line, ``Maximum request concurrency:`` preambles).  A text block cut short
+is stored with the figures it holds and the file is ``partial`` (its message names the cut and what is
+missing); a block without its header is read by its rows (``parsers/serving_text.py``).  A garbled block, an
+AISBench table cut short or broken JSON is a ``BadInputError`` naming its line.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import math
 import re
-from decimal import Decimal
 from typing import Any
 
 from diag.errors import BadInputError
 from parsers._base import ParseContext, ParseResult, Probe
+from parsers.serving_text import (
+    HEADER,
+    ROW_HINT,
+    headerless_at,
+    value_of,
+    vllm_block,
+)
 
-_HEADER = re.compile(r"=+ ?Serving Benchmark Result ?=+\s*$", re.M)
 _AIS_TITLE = re.compile(r"Performance Results of task \[([^\]]*)\]")
 _AIS_TABLE_HEAD = re.compile(r"^[│|]\s*(Performance Parameters|Common Metric)\s*[│|]")
 _JSON_KEYS = re.compile(r'"completed"\s*:')
-_LAT_LABEL = re.compile(
-    r"^(mean|median|std|min|max|p\d+(?:\.\d+)?) (ttft|tpot|itl|e2el|e2e latency) \(ms\)$", re.I
-)
 _LAT_KEY = re.compile(r"^(mean|median|std|min|max|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el|e2e_latency)_ms$")
-_NONE_VALUES = {"inf", "not set", "none", "n/a", "nan", "null", "-"}
-_SGLANG_LABELS = {
-    "backend",
-    "traffic request rate",
-    "max request concurrency",
-    "max reqeuest concurrency",
-    "total generated tokens (retokenized)",
-}
-
-# label (lower case, single spaces) -> (column, kind)
-_TEXT_FIELDS: dict[str, tuple[str, str]] = {
-    "successful requests": ("successful_requests", "int"),
-    "failed requests": ("failed_requests", "int"),
-    "maximum request concurrency": ("max_concurrency", "int"),
-    "max request concurrency": ("max_concurrency", "int"),
-    "max reqeuest concurrency": ("max_concurrency", "int"),
-    "request rate configured (rps)": ("request_rate_rps", "float"),
-    "traffic request rate": ("request_rate_rps", "float"),
-    "backend": ("backend", "text"),
-    "benchmark duration (s)": ("duration_s", "float"),
-    "total input tokens": ("total_input_tokens", "int"),
-    "total generated tokens": ("total_output_tokens", "int"),
-    "request throughput (req/s)": ("request_throughput_rps", "float"),
-    "input token throughput (tok/s)": ("input_throughput_tps", "float"),
-    "output token throughput (tok/s)": ("output_throughput_tps", "float"),
-    "total token throughput (tok/s)": ("total_throughput_tps", "float"),
-    "total throughput (tok/s)": ("total_throughput_tps", "float"),
-    "peak output token throughput (tok/s)": ("peak_output_throughput_tps", "float"),
-    "peak concurrent requests": ("peak_concurrent_requests", "float"),
-    "concurrency": ("mean_concurrency", "float"),
-}
 _AIS_COMMON: dict[str, tuple[str, str]] = {
     "benchmark duration": ("duration_s", "duration"),
     "total requests": ("num_prompts", "int"),
@@ -143,7 +115,7 @@ _PLATFORM_HINTS = (
 
 class ServingBenchParser:
     name = "serving_bench"
-    version = 1
+    version = 2  # 2: partial and headerless blocks are stored
     platform = "ascend"  # unused: results create no run (they join the run of their folder, if any)
     creates_run = False
 
@@ -151,18 +123,22 @@ class ServingBenchParser:
         text = probe.text
         if text.lstrip().startswith("{"):
             return bool(_JSON_KEYS.search(text)) and '"total_input_tokens"' in text
-        return bool(
-            _HEADER.search(text)
-            or _AIS_TITLE.search(text)
-            or re.search(r"^\S*\s*[│|]\s*Performance Parameters\s*[│|]", text, re.M)
-        )
+        if HEADER.search(text) or _AIS_TITLE.search(text):
+            return True
+        if re.search(r"^\S*\s*[│|]\s*Performance Parameters\s*[│|]", text, re.M):
+            return True
+        if not ROW_HINT.search(text):
+            return False
+        lines = text.splitlines()
+        return any(headerless_at(lines, i) for i in range(len(lines)))
 
     def parse(self, ctx: ParseContext) -> ParseResult:
         text = _read(ctx)
+        partial: list[str] = []
         if text.lstrip().startswith("{"):
             rows = _json_rows(ctx.display, text)
         else:
-            rows = _text_rows(ctx.display, text)
+            rows, partial = _text_rows(ctx.display, text)
         if not rows:
             raise BadInputError(ctx.display, "no serving benchmark result found")
         platform = _platform_hint(text)
@@ -186,7 +162,7 @@ class ServingBenchParser:
                 f"INSERT INTO serving_runs ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})",
                 [row[c] for c in cols],
             ).fetchall()
-        result = ParseResult()
+        result = ParseResult(partial=f"partial: {'; '.join(partial)}" if partial else None)
         result.add("serving_runs", len(rows))
         return result
 
@@ -206,111 +182,28 @@ def _platform_hint(text: str) -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
-# -- values ----------------------------------------------------------------------------------------------------
-def _value(display: str, line_no: int, label: str, raw: str, kind: str) -> Any:
-    text = raw.strip()
-    if kind == "text":
-        return text or None
-    if text.lower() in _NONE_VALUES:
-        return None
-    unit = ""
-    m = re.fullmatch(r"(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)\s*([A-Za-z/%]*)", text)
-    if not m:
-        raise BadInputError(display, f"line {line_no}: {label!r} has value {raw.strip()!r}, not a number")
-    number, unit = float(m.group(1)), m.group(2).lower()
-    if not math.isfinite(number) or (kind == "int" and abs(number) >= 2**63):  # 1e400, 20-digit counts
-        raise BadInputError(display, f"line {line_no}: {label!r} has value {text!r}, out of range")
-    if kind == "duration":  # AISBench prints durations with their unit; exact decimal scaling
-        return float(Decimal(m.group(1)) / 1000) if unit in ("ms", "") else number
-    if kind == "latency":
-        return float(Decimal(m.group(1)) * {"s": Decimal(1000), "us": Decimal("0.001")}.get(unit, Decimal(1)))
-    if kind == "int":
-        if number != int(number):
-            raise BadInputError(display, f"line {line_no}: {label!r} has value {text!r}, not a whole number")
-        return int(number)
-    return number
-
-
-# -- vLLM / SGLang text blocks ---------------------------------------------------------------------------------
-def _text_rows(display: str, text: str) -> list[dict[str, Any]]:
+# -- text files: vLLM / SGLang blocks (parsers/serving_text.py) and AISBench tables ----------------------
+def _text_rows(display: str, text: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """The blocks of a text file, and for each partial one what it lacks (the file's message)."""
     lines = text.splitlines()
     rows: list[dict[str, Any]] = []
     i, after_last = 0, 0
     while i < len(lines):
         line = lines[i]
-        if _HEADER.search(line):
-            row, end = _vllm_block(display, lines, i)
+        if HEADER.search(line):
+            row, end = vllm_block(display, lines, i, headed=True)
             row.update({k: v for k, v in _preamble(lines[after_last:i]).items() if row.get(k) is None})
         elif _AIS_TITLE.search(line) or _AIS_TABLE_HEAD.search(line.strip()):
             row, end = _ais_block(display, lines, i)
+        elif headerless_at(lines, i):
+            row, end = vllm_block(display, lines, i, headed=False)
+            row.update({k: v for k, v in _preamble(lines[after_last:i]).items() if row.get(k) is None})
         else:
             i += 1
             continue
         rows.append(row)
         i = after_last = end + 1
-    return rows
-
-
-def _prefix_pattern(prefix: str) -> re.Pattern[str]:
-    """The header's prefix, with its digits generalised (a logging timestamp changes from line to line)."""
-    return re.compile("".join(r"\d" if ch.isdigit() else re.escape(ch) for ch in prefix))
-
-
-def _vllm_block(display: str, lines: list[str], start: int) -> tuple[dict[str, Any], int]:
-    header = lines[start]
-    prefix = _prefix_pattern(header[: _HEADER.search(header).start()])  # type: ignore[union-attr]
-    fields: dict[str, str] = {}
-    latency: dict[str, dict[str, float]] = {}
-    row: dict[str, Any] = {"line_no": start + 1, "tool": "vllm", "format": "text"}
-    for j in range(start + 1, len(lines)):
-        m = prefix.match(lines[j])
-        body = lines[j][m.end() :].strip() if m else None
-        where = f"line {j + 1}"
-        if body is None or _HEADER.search(lines[j]):
-            raise BadInputError(
-                display, f"{where}: result block of line {start + 1} ends without its closing line"
-            )
-        if re.fullmatch(r"={20,}", body):
-            return _finish_text(display, row, fields, latency, start), j
-        if re.fullmatch(r"-{3,}[^-].*?-{3,}", body):
-            continue  # section title
-        kv = re.fullmatch(r"([A-Za-z][^:]*?)\s*:\s*(.*)", body)
-        if not kv:
-            raise BadInputError(
-                display, f"{where}: {body[:60]!r} is not a 'label: value' row (garbled block?)"
-            )
-        label, raw = kv.group(1), kv.group(2)
-        if not raw:
-            raise BadInputError(display, f"{where}: {label!r} has no value (truncated block?)")
-        fields[label] = raw
-        key = " ".join(label.lower().split())
-        lat = _LAT_LABEL.match(key)
-        if lat:
-            metric = {"e2e latency": "e2el"}.get(lat.group(2), lat.group(2))
-            latency.setdefault(metric, {})[lat.group(1)] = _value(display, j + 1, label, raw, "float")
-        elif key in _TEXT_FIELDS:
-            col, kind = _TEXT_FIELDS[key]
-            row[col] = _value(display, j + 1, label, raw, kind)
-        if key in _SGLANG_LABELS:
-            row["tool"] = "sglang"
-    raise BadInputError(
-        display,
-        f"line {len(lines)}: result block of line {start + 1} ends without its closing line (truncated)",
-    )
-
-
-def _finish_text(
-    display: str,
-    row: dict[str, Any],
-    fields: dict[str, str],
-    latency: dict[str, dict[str, float]],
-    start: int,
-) -> dict[str, Any]:
-    for label in ("Successful requests", "Benchmark duration (s)"):
-        if label not in fields:
-            raise BadInputError(display, f"line {start + 1}: result block has no {label!r} row")
-    row["fields"], row["latency_ms"] = fields, latency
-    return row
+    return rows, [r["partial"] for r in rows if r.get("partial")]
 
 
 def _preamble(lines: list[str]) -> dict[str, Any]:
@@ -328,14 +221,14 @@ def _preamble(lines: list[str]) -> dict[str, Any]:
             if col and value not in ("None", ""):
                 kind = _KINDS.get(col, "text")
                 try:
-                    found[col] = _value("", 0, key, value, kind)
+                    found[col] = value_of("", 0, key, value, kind)
                 except BadInputError:
                     continue
         m = re.search(r"(?:Maximum request concurrency|Traffic request rate):\s*(\S+)", line)
         if m:
             col = "max_concurrency" if "concurrency" in line else "request_rate_rps"
             with contextlib.suppress(BadInputError):
-                found[col] = _value("", 0, col, m.group(1), _KINDS[col])
+                found[col] = value_of("", 0, col, m.group(1), _KINDS[col])
     return found
 
 
@@ -412,13 +305,13 @@ def _ais_block(display: str, lines: list[str], start: int) -> tuple[dict[str, An
                 continue
             if header[0] == "common metric" and name.lower() in _AIS_COMMON:
                 col, kind = _AIS_COMMON[name.lower()]
-                row[col] = _value(display, start + 1, name, cells[2], kind)
+                row[col] = value_of(display, start + 1, name, cells[2], kind)
             elif header[0] == "performance parameters" and name.upper() in ("TTFT", "TPOT", "ITL", "E2EL"):
                 stats = latency.setdefault(name.lower(), {})
                 for h, cell in zip(header[2:], cells[2:], strict=True):
                     stat = _AIS_STATS.get(h, h if re.fullmatch(r"p\d+(?:\.\d+)?", h) else None)
                     if stat:
-                        stats[stat] = _value(display, start + 1, name, cell, "latency")
+                        stats[stat] = value_of(display, start + 1, name, cell, "latency")
     for col in ("successful_requests", "duration_s"):
         if row.get(col) is None:
             raise BadInputError(display, f"line {start + 1}: AISBench result lacks {col}")
@@ -454,7 +347,7 @@ def _json_rows(display: str, text: str) -> list[dict[str, Any]]:
                 latency.setdefault(metric, {})[lat.group(1)] = float(value)
             elif key in _JSON_FIELDS and value is not None and not isinstance(value, list | dict):
                 col, kind = _JSON_FIELDS[key]
-                row[col] = _value(display, n, key, str(value), kind)
+                row[col] = value_of(display, n, key, str(value), kind)
         if row.get("failed_requests") is None and isinstance(obj.get("errors"), list):
             row["failed_requests"] = sum(1 for e in obj["errors"] if e)
         row["latency_ms"] = latency

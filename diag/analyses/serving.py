@@ -207,17 +207,39 @@ def _latency_check(row: dict[str, Any], metric: str, rules: dict[str, Any], limi
     cfg = rules.get(metric, {})
     stat = cfg.get("statistic", "p99")
     value = row.get(f"{metric}_{stat}_ms")
-    detail = None
     if metric == "ttft" and limit_ms is None:
-        long_min = cfg.get("long_context_min_input_tokens", 8192)
-        is_long = (row["input_tokens_mean"] or 0) >= long_min
-        limit_ms = cfg.get("long_context_max_ms" if is_long else "chat_max_ms")
-        detail = (
-            f"{'long context' if is_long else 'chat'}: mean input {row['input_tokens_mean'] or 0:.0f} tokens"
-        )
-    elif limit_ms is None:
+        return _ttft_check(row, cfg, stat, value)
+    if limit_ms is None:
         limit_ms = cfg.get("max_ms")
-    return _check(metric, value, limit_ms, "ms", statistic=stat, **({"detail": detail} if detail else {}))
+    return _check(metric, value, limit_ms, "ms", statistic=stat)
+
+
+def _ttft_check(row: dict[str, Any], cfg: dict[str, Any], stat: str, value: float | None) -> dict:
+    """Chat or long-context limit by the mean input per request; from the configured input length when the
+    block lacks the token totals (cut short), and judged on both limits when neither is known."""
+    long_min = cfg.get("long_context_min_input_tokens", 8192)
+    chat, long = cfg.get("chat_max_ms"), cfg.get("long_context_max_ms")
+    mean_in, source = row["input_tokens_mean"], "mean input"
+    if mean_in is None and row.get("input_len"):
+        mean_in, source = row["input_len"], "configured input"
+    if mean_in is not None:
+        is_long = mean_in >= long_min
+        detail = f"{'long context' if is_long else 'chat'}: {source} {mean_in:.0f} tokens"
+        return _check("ttft", value, long if is_long else chat, "ms", statistic=stat, detail=detail)
+    unknown = "input length not in the result"
+    if value is not None and chat and long and value > max(chat, long):
+        return _check(
+            "ttft", value, max(chat, long), "ms", statistic=stat, detail=f"{unknown}: over both limits"
+        )
+    if value is not None and chat and long and value <= min(chat, long):
+        return _check(
+            "ttft", value, min(chat, long), "ms", statistic=stat, detail=f"{unknown}: within both limits"
+        )
+    out = _check(
+        "ttft", None, chat, "ms", statistic=stat, detail=f"{unknown}: chat or long-context limit unknown"
+    )
+    out["value"] = value
+    return out
 
 
 def _similar(a: float | None, b: float | None, tol_pct: float) -> bool:
@@ -278,6 +300,13 @@ def _memory_check(con: duckdb.DuckDBPyConnection, row: dict[str, Any], rules: di
     return _check("memory", used, limit, "%", detail=detail, peak=peak)
 
 
+def _name_missing(row: dict[str, Any], checks: list[dict[str, Any]]) -> None:
+    """In a block cut short, a check without its figure says so (the figure is not n/a by tool version)."""
+    for c in checks:
+        if c["verdict"] == "n/a" and c["value"] is None and c["figure"] != "memory":
+            c["detail"] = "not in this block: it was cut short (see partial)"
+
+
 def accept(
     con: duckdb.DuckDBPyConnection | Store,
     rules: dict[str, Any] | None = None,
@@ -300,6 +329,8 @@ def accept(
             _failed_check(row, rules),
             _memory_check(cur, row, rules),
         ]
+        if row.get("partial"):
+            _name_missing(row, checks)
         verdicts = {c["verdict"] for c in checks}
         row["verdict"] = "fail" if "fail" in verdicts else "pass" if "pass" in verdicts else "n/a"
         row["checks"] = checks

@@ -87,7 +87,7 @@ def _print(rows: list[dict[str, Any]], comparison: dict[str, Any] | None, path: 
     for r in rows:
         table.add_row(
             str(r["serving_id"]),
-            escape(r["label"]),
+            escape(r["label"]) + (" [yellow](partial)[/]" if r.get("partial") else ""),
             escape(f"{r['platform'] or '?'} · {r['hardware'] or '?'}"),
             _fmt(r["load"]),
             _fmt(r["ttft_p99_ms"], "ms"),
@@ -98,6 +98,8 @@ def _print(rows: list[dict[str, Any]], comparison: dict[str, Any] | None, path: 
     out.print(table)
     for r in rows:
         out.print(f"[bold]{r['serving_id']}[/] {escape(r['label'])}: {VERDICT[r['verdict']]}")
+        if r.get("partial"):  # verdicts are on the figures the block holds
+            out.print(f"  [yellow]partial:[/] {escape(r['partial'])}", soft_wrap=True)
         for c in r["checks"]:
             margin = "" if c["margin"] is None else f", margin {_fmt(c['margin'], c['unit'])}"
             out.print(

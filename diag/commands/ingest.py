@@ -8,6 +8,7 @@ import threading
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -23,6 +24,7 @@ from diag.discover import Candidate
 from diag.ingest import DEFAULT_MAX_FILE_BYTES, FileOutcome, Ingestor, IngestSummary
 from diag.store import Store
 
+SKIPPED_SHOWN = 10  # skipped files named per reason in the normal output; the rest are counted
 _STYLE = {"ok": "green", "partial": "yellow", "failed": "red", "unchanged": "dim", "skipped": "dim"}
 
 
@@ -57,6 +59,26 @@ class _WithinFile:
                 self.progress.update(self.task, completed=self.base + seen * self.size)
 
 
+def skipped_by_reason(summary: IngestSummary) -> list[dict[str, Any]]:
+    """Skipped files grouped by why, the largest group first: [{"reason", "count", "paths"}]."""
+    groups: dict[str, list[str]] = {}
+    for f in summary.files:
+        if f.status == "skipped":
+            groups.setdefault(f.message or "no reason given", []).append(f.source)
+    ranked = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    return [{"reason": reason, "count": len(paths), "paths": paths} for reason, paths in ranked]
+
+
+def print_skipped(out: Any, groups: list[dict[str, Any]], shown: int = SKIPPED_SHOWN) -> None:
+    """Which files were skipped and why: per reason the first ``shown`` paths, then how many more."""
+    for group in groups:
+        out.print(f"[dim]skipped[/] {group['count']} file(s): {escape(group['reason'])}")
+        for path in group["paths"][:shown]:
+            out.print(f"  {escape(path)}", soft_wrap=True)
+        if group["count"] > shown:
+            out.print(f"  … and {group['count'] - shown} more")
+
+
 def summary_json(db: str, summary: IngestSummary, store: Store) -> dict[str, Any]:
     rows: dict[str, int] = {}
     for f in summary.files:
@@ -84,6 +106,7 @@ def summary_json(db: str, summary: IngestSummary, store: Store) -> dict[str, Any
             "runs": summary.run_ids,
             "rows": rows,
             "span": span,
+            "skipped_files": skipped_by_reason(summary),
         },
     }
 
@@ -175,6 +198,8 @@ def ingest(
         )
         if s["rows"]:
             out.print("  " + ", ".join(f"{t} {n}" for t, n in sorted(s["rows"].items()) if n))
+        if not verbose:  # --verbose listed each skipped file already
+            print_skipped(out, s["skipped_files"])
     store.close()
     raise typer.Exit(0 if summary.ok else 1)
 
