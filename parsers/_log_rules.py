@@ -5,6 +5,7 @@ Used by ``parsers/cann_log.py`` at ingest; the rules are data, one entry per rul
 
 from __future__ import annotations
 
+import csv
 import re
 import tomllib
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ import polars as pl
 from parsers._log_regex import ascii_regex
 
 RULES_PATH = Path(__file__).resolve().parent.parent / "diag" / "rules" / "log_patterns.toml"
+ACL_CODES_PATH = RULES_PATH.parent / "error_codes_acl.csv"  # the header catalog: code → the category it implies
 
 
 # -- rules ---------------------------------------------------------------------------------------------------
@@ -33,6 +35,26 @@ class Rule:
     fix: str
 
 
+@lru_cache(maxsize=2)
+def catalog_codes(path: Path = ACL_CODES_PATH) -> dict[str, tuple[str, ...]]:
+    """Category → the catalogued codes that imply it on their own (``codes_from`` of a rule names one)."""
+    with open(path, encoding="utf-8") as fh:
+        rows = csv.DictReader(line for line in fh if not line.startswith("#"))
+        out: dict[str, list[str]] = {}
+        for row in rows:
+            if row["category"]:
+                out.setdefault(row["category"], []).append(row["code"])
+    return {cat: tuple(codes) for cat, codes in out.items()}
+
+
+def _rule_codes(rule: dict) -> tuple[str, ...]:
+    """A rule's own ``codes`` and, with ``codes_from = "<category>"``, every catalogued code of that category."""
+    own = tuple(str(c) for c in rule.get("codes", ()))
+    if "codes_from" not in rule:
+        return own
+    return own + tuple(c for c in catalog_codes()[rule["codes_from"]] if c not in own)
+
+
 @lru_cache(maxsize=4)
 def load_rules(path: Path = RULES_PATH) -> tuple[Rule, ...]:
     with open(path, "rb") as fh:
@@ -44,7 +66,7 @@ def load_rules(path: Path = RULES_PATH) -> tuple[Rule, ...]:
             r["severity"],
             r.get("role", "cause"),
             r.get("pattern", ""),
-            tuple(str(c) for c in r.get("codes", ())),
+            _rule_codes(r),
             tuple(r.get("levels", ())),
             r["explanation"],
             r["fix"],

@@ -14,13 +14,23 @@ from pathlib import Path
 RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
 ERROR_CODES = RULES_DIR / "error_codes.csv"
 ERROR_CODE_PARTS = RULES_DIR / "error_code_parts.csv"
+ACL_CODES = RULES_DIR / "error_codes_acl.csv"  # every ACL / runtime / GE return code of the public headers
 
 
-@lru_cache(maxsize=2)
-def error_codes(path: Path = ERROR_CODES) -> dict[str, dict[str, str]]:
+def _read(path: Path) -> dict[str, dict[str, str]]:
     with open(path, encoding="utf-8") as fh:
         rows = csv.DictReader(line for line in fh if not line.startswith("#"))
         return {r["code"]: r for r in rows}
+
+
+@lru_cache(maxsize=2)
+def error_codes(path: Path = ERROR_CODES, acl_path: Path = ACL_CODES) -> dict[str, dict[str, str]]:
+    """The hand-written catalog over the header catalog: its words (seen in logs) win, the header adds the
+    constant's ``name`` and the ``category`` a code implies on its own."""
+    merged = {code: dict(row) for code, row in _read(acl_path).items()}
+    for code, row in _read(path).items():
+        merged[code] = {**merged.get(code, {}), **row}
+    return merged
 
 
 @lru_cache(maxsize=2)
