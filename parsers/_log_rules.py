@@ -18,7 +18,8 @@ import polars as pl
 from parsers._log_regex import ascii_regex
 
 RULES_PATH = Path(__file__).resolve().parent.parent / "diag" / "rules" / "log_patterns.toml"
-ACL_CODES_PATH = RULES_PATH.parent / "error_codes_acl.csv"  # the header catalog: code → the category it implies
+# the header catalog: code → the category it implies on its own
+ACL_CODES_PATH = RULES_PATH.parent / "error_codes_acl.csv"
 
 
 # -- rules ---------------------------------------------------------------------------------------------------

@@ -36,7 +36,8 @@ def _one(line: str) -> dict:
 def test_acl_catalog_holds_every_header_code_once():
     rows = _acl_rows()
     codes = [r["code"] for r in rows]
-    assert len(codes) == len(set(codes)) == 199  # acl_base.h + rt_error_codes.h + ge_error_codes.h, 6-digit codes
+    # acl_base.h + rt_error_codes.h + ge_error_codes.h: every 6-digit code once
+    assert len(codes) == len(set(codes)) == 199
     assert all(re.fullmatch(r"[1-5]\d{5}", c) for c in codes)
     assert all(r["name"].startswith("ACL_") and r["meaning"] and r["typical_fix"] for r in rows)
     categories = set(log_diagnosis.log_rules()["category"])
@@ -118,7 +119,9 @@ def test_trap_unclassified_error(tmp_path):
 
 
 def test_unclassified_error_names_its_code():
-    rec = _one("[ERROR] RUNTIME(1,python):2025-01-01-00:00:00.000.001 [api.cc:1]1 frobnicate failed, ret = 507039")
+    rec = _one(
+        "[ERROR] RUNTIME(1,python):2025-01-01-00:00:00.000.001 [api.cc:1]1 frobnicate failed, ret = 507039"
+    )
     assert (rec["rule_id"], rec["severity"], rec["code"]) == ("unclassified_error", "medium", "507039")
 
 
@@ -201,3 +204,20 @@ def test_ingest_reads_a_console_only_file(tmp_path: Path):
     store, files = ingest(tmp_path / "db.duckdb", TRAPS / "vllm_console_only" / "serve_console")
     store.close()
     assert [(f.status, f.parser, f.rows) for f in files] == [("ok", "cann_log", {"log_records": 6})]
+
+
+def test_unclassified_beside_a_known_cause_is_not_a_second_root_cause(tmp_path):
+    log = tmp_path / "in" / "console.log"
+    log.parent.mkdir()
+    log.write_text(
+        "(EngineCore_DP0 pid=9) ERROR 11-26 11:43:04 [core.py:708] ValueError: No available memory for the cache "
+        "blocks. Try increasing `gpu_memory_utilization` when initializing the engine.\n"
+        "(EngineCore_DP0 pid=9) ERROR 11-26 11:43:04 [core.py:709] |  dest_ip(user_rank)  |   dest_port   |\n",
+        encoding="utf-8",
+    )
+    rows = records(tmp_path / "db", log)
+    assert [r["category"] for r in rows] == ["oom", "unclassified_error"]
+    store = Store(tmp_path / "db" / "db.duckdb")
+    causes = log_diagnosis.root_causes(store)
+    store.close()
+    assert [(c.category, c.severity) for c in causes] == [("oom", "high")]

@@ -166,7 +166,8 @@ def root_causes(
     by_episode: dict[int, list[dict[str, Any]]] = {}
     for c in cands:
         by_episode.setdefault(c["episode"], []).append(c)
-    for group in by_episode.values():
+    for ep, group in by_episode.items():
+        by_episode[ep] = group = _without_unplaced_beside_known(group)
         group.sort(key=lambda c: (c["sev"], c["role"], c["cat_rank"], c["first_ns"] or 0))
     ranked = sorted(  # untimed episodes after the timed ones of the same severity and role
         by_episode.values(),
@@ -180,6 +181,18 @@ def root_causes(
             out.append(_root_cause(len(out) + 1, c, echo))
     _add_wrapped_codes(store, out)
     return out
+
+
+# rules/log_patterns.toml: an ERROR record that no rule or catalogued code places
+UNCLASSIFIED = "unclassified_error"
+
+
+def _without_unplaced_beside_known(group: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """An episode's unclassified ERROR records are a root cause only when nothing in it is placed: beside a
+    known cause or symptom (high / medium) they are most often its detail lines (HCCL tables, call traces) — an
+    unknown is reported, never stacked under a known failure as a second one."""
+    known = any(c["category"] != UNCLASSIFIED and c["sev"] <= 1 and c["role"] <= 1 for c in group)
+    return [c for c in group if not (known and c["category"] == UNCLASSIFIED)]
 
 
 def episodes(store: Store, run_id: int | None = None, job_id: int | None = None) -> list[Episode]:
