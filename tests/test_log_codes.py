@@ -11,15 +11,16 @@ from pathlib import Path
 import pytest
 
 from diag.analyses import log_diagnosis
-from diag.analyses.error_codes import ACL_CODES, describe_code, error_codes
+from diag.analyses.error_codes import describe_code, error_codes
 from diag.store import Store
 from parsers import cann_log
 from parsers._base import Probe
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, ROOT
 from tests.test_cann_logs import classify_lines, ingest
 from tests.test_log_traps import records
 
 TRAPS = FIXTURES / "traps"
+ACL_CODES = ROOT / "diag" / "rules" / "error_codes_acl.csv"
 
 
 def _acl_rows() -> list[dict[str, str]]:
