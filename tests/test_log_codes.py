@@ -38,7 +38,7 @@ def test_acl_catalog_holds_every_header_code_once():
     rows = _acl_rows()
     codes = [r["code"] for r in rows]
     # acl_base.h + rt_error_codes.h + ge_error_codes.h: every 6-digit code once
-    assert len(codes) == len(set(codes)) == 199
+    assert len(codes) == len(set(codes)) == 201
     assert all(re.fullmatch(r"[1-5]\d{5}", c) for c in codes)
     assert all(r["name"].startswith("ACL_") and r["meaning"] and r["typical_fix"] for r in rows)
     categories = set(log_diagnosis.log_rules()["category"])
@@ -222,3 +222,20 @@ def test_unclassified_beside_a_known_cause_is_not_a_second_root_cause(tmp_path):
     causes = log_diagnosis.root_causes(store)
     store.close()
     assert [(c.category, c.severity) for c in causes] == [("oom", "high")]
+
+
+def test_trap_hccl_fftsplus_stuck_notify_is_hccl_not_a_device_exception(tmp_path):
+    rows = records(tmp_path, TRAPS / "hccl_fftsplus_stuck_notify" / "console.log")
+    assert [(r["line_no"], r["category"]) for r in rows] == [
+        (1, "task_timeout"),  # error code is 107020: ACL_ERROR_RT_TASK_TIMEOUT
+        (2, "error_wrapper"),
+        (3, "error_wrapper"),
+        (4, "hccl_timeout"),
+    ]
+    assert rows[3]["codes"] == ["EI9999", "107020"]
+    store = Store(tmp_path / "db.duckdb")
+    top = log_diagnosis.root_causes(store)[0]
+    store.close()
+    assert (top.category, top.title) == ("hccl_timeout", "HCCL task timeout on the device (stuck notify)")
+    assert "107020" in top.explanation and "507015" not in top.explanation
+    assert [c["code"] for c in top.codes] == ["107020", "EI9999"]
