@@ -20,6 +20,7 @@ from parsers._log_regex import ascii_regex
 RULES_PATH = Path(__file__).resolve().parent.parent / "diag" / "rules" / "log_patterns.toml"
 # the header catalog: code → the category it implies on its own
 ACL_CODES_PATH = RULES_PATH.parent / "error_codes_acl.csv"
+HCCL_CODES_PATH = RULES_PATH.parent / "error_codes_hccl.csv"
 
 
 # -- rules ---------------------------------------------------------------------------------------------------
@@ -37,14 +38,14 @@ class Rule:
 
 
 @lru_cache(maxsize=2)
-def catalog_codes(path: Path = ACL_CODES_PATH) -> dict[str, tuple[str, ...]]:
+def catalog_codes(*paths: Path) -> dict[str, tuple[str, ...]]:
     """Category → the catalogued codes that imply it on their own (``codes_from`` of a rule names one)."""
-    with open(path, encoding="utf-8") as fh:
-        rows = csv.DictReader(line for line in fh if not line.startswith("#"))
-        out: dict[str, list[str]] = {}
-        for row in rows:
-            if row["category"]:
-                out.setdefault(row["category"], []).append(row["code"])
+    out: dict[str, list[str]] = {}
+    for path in paths or (ACL_CODES_PATH, HCCL_CODES_PATH):
+        with open(path, encoding="utf-8") as fh:
+            for row in csv.DictReader(line for line in fh if not line.startswith("#")):
+                if row["category"]:
+                    out.setdefault(row["category"], []).append(row["code"])
     return {cat: tuple(codes) for cat, codes in out.items()}
 
 

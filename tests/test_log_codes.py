@@ -239,3 +239,26 @@ def test_trap_hccl_fftsplus_stuck_notify_is_hccl_not_a_device_exception(tmp_path
     assert (top.category, top.title) == ("hccl_timeout", "HCCL task timeout on the device (stuck notify)")
     assert "107020" in top.explanation and "507015" not in top.explanation
     assert [c["code"] for c in top.codes] == ["107020", "EI9999"]
+
+
+# -- HCCL return codes (HcclResult) ----------------------------------------------------------------------------
+def test_hccl_catalog_holds_hcclresult_1_to_24():
+    hccl = {c: e for c, e in error_codes().items() if c.startswith("HCCL:")}
+    assert sorted(int(c.split(":")[1]) for c in hccl) == list(range(1, 25))
+    assert (hccl["HCCL:9"]["name"], hccl["HCCL:9"]["category"]) == ("HCCL_E_TIMEOUT", "hccl_timeout")
+    assert (hccl["HCCL:24"]["name"], hccl["HCCL:24"]["category"]) == ("HCCL_E_OOM", "oom")
+
+
+@pytest.mark.parametrize(
+    ("line", "codes", "category"),
+    [
+        ("RuntimeError: HCCL function error: HcclAllReduce(sendbuf, recvbuf, count), error code is 9", ["HCCL:9"], "hccl_timeout"),
+        ("[ERROR] HCCL(80812,):2026-06-17-02:21:43.853.666 [transport_manager.cc:470] [80880][Alloc]call trace: hcclRet -> 4",
+         ["HCCL:4"], "unclassified_error"),  # HCCL_E_INTERNAL alone places nothing: an honest unknown with its code
+        ("[WARNING] HCCL(80812,):2026-06-17-02:21:43.853.666 [x.cc:1] [80880]call trace: hcclRet -> 21", ["HCCL:21"], "hccl_timeout"),
+        ("[INFO] GE(1,python):2026-06-17-02:21:43.853.666 [x.cc:1]1 error code is 9 of 12 tasks", None, None),  # no HCCL words
+    ],
+)  # fmt: skip
+def test_hccl_return_codes_are_extracted_and_classify(line, codes, category):
+    rec = _one(line)
+    assert (rec["codes"], rec["category"]) == (codes, category)

@@ -308,6 +308,7 @@ CODE_EXAMPLES = {
     "runtime": ("aclrtSynchronizeStream(stream) failed: 507015; ErrCode=507018; error code is 507035; "
                 "runtime result = 507048; Call aclInit(nullptr) failed : 507008; ACL error 500002", ["507015",
                 "507018", "507035", "507048", "507008", "500002"]),
+    "hccl": ("HCCL function error: HcclAllReduce(a, b), error code is 9; call trace: hcclRet -> 4", ["HCCL:9", "HCCL:4"]),
     "task_return": ("Kernel task happen error, retCode=0x31, [vector core exception].", ["0x31"]),
 }  # fmt: skip
 
