@@ -262,3 +262,31 @@ def test_hccl_catalog_holds_hcclresult_1_to_24():
 def test_hccl_return_codes_are_extracted_and_classify(line, codes, category):
     rec = _one(line)
     assert (rec["codes"], rec["category"]) == (codes, category)
+
+
+def test_a_flattened_record_is_not_noise_and_its_key_line_names_the_failure(tmp_path):
+    log = tmp_path / "in" / "console.log"
+    log.parent.mkdir()
+    log.write_text(
+        "INFO 11-26 11:43:04 [model_runner.py:10] Loading model weights took 27.5376 GB\n"
+        "        RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 60.97 GiB total capacity)\n",
+        encoding="utf-8",
+    )
+    rows = records(tmp_path / "db", log)
+    assert [(r["line_count"], r["category"]) for r in rows] == [(2, "oom")]
+    store = Store(tmp_path / "db" / "db.duckdb")
+    (top,) = log_diagnosis.root_causes(store)
+    (finding,) = log_diagnosis.log_findings(store)
+    store.close()
+    assert top.key_line.startswith("RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB")
+    assert finding.title.endswith(top.key_line) and "Loading model weights" not in finding.title
+
+
+def test_key_line_of_a_long_flattened_line_is_cut_around_its_code():
+    from diag.analyses.log_explain import key_line
+
+    raw = (
+        "Loading model weights took 27.5 GB " + "x" * 300 + " call aclnnRmsNorm failed, error code is 507014"
+    )
+    line = key_line(raw, "", "507014")
+    assert len(line) <= 160 and line.endswith("error code is 507014") and "Loading" not in line
