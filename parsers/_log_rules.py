@@ -21,6 +21,7 @@ RULES_PATH = Path(__file__).resolve().parent.parent / "diag" / "rules" / "log_pa
 # the header catalog: code → the category it implies on its own
 ACL_CODES_PATH = RULES_PATH.parent / "error_codes_acl.csv"
 HCCL_CODES_PATH = RULES_PATH.parent / "error_codes_hccl.csv"
+CODES_PATH = RULES_PATH.parent / "error_codes.csv"  # the hand-written catalog (codes seen in logs)
 
 
 # -- rules ---------------------------------------------------------------------------------------------------
@@ -41,11 +42,12 @@ class Rule:
 def catalog_codes(*paths: Path) -> dict[str, tuple[str, ...]]:
     """Category → the catalogued codes that imply it on their own (``codes_from`` of a rule names one)."""
     out: dict[str, list[str]] = {}
-    for path in paths or (ACL_CODES_PATH, HCCL_CODES_PATH):
+    for path in paths or (CODES_PATH, ACL_CODES_PATH, HCCL_CODES_PATH):
         with open(path, encoding="utf-8") as fh:
             for row in csv.DictReader(line for line in fh if not line.startswith("#")):
-                if row["category"]:
-                    out.setdefault(row["category"], []).append(row["code"])
+                listed = out.setdefault(row["category"], []) if row["category"] else []
+                if row["category"] and row["code"] not in listed:
+                    listed.append(row["code"])
     return {cat: tuple(codes) for cat, codes in out.items()}
 
 

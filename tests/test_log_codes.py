@@ -290,3 +290,43 @@ def test_key_line_of_a_long_flattened_line_is_cut_around_its_code():
     )
     line = key_line(raw, "", "507014")
     assert len(line) <= 160 and line.endswith("error code is 507014") and "Loading" not in line
+
+
+# -- CANN component codes and torch_npu ERRssccc: the hand-written catalog's category column ---------------------
+@pytest.mark.parametrize(
+    ("code", "category"),
+    [
+        ("EI0002", "hccl_timeout"),  # EI: HCCL
+        ("EJ0002", "hccl_timeout"),  # EJ: HCCP
+        ("EL0004", "oom"),  # EL: driver
+        ("EZ3002", "op_unsupported"),  # EZ: operators / aclnn
+        ("E39999", "device_exception"),  # E3: AI CPU
+        ("E19022", "oom"),  # E1: GE
+        ("EE1001", "version_mismatch"),  # EE: runtime
+        ("EZ9999", ""),  # an Inner Error wrapper places nothing on its own
+        ("ERR01007", "op_unsupported"),  # torch_npu OPS, not supported
+        ("ERR02011", "hccl_timeout"),  # torch_npu DIST, timeout
+        ("ERR00100", ""),  # torch_npu PTA call acl api failed: a wrapper
+    ],
+)
+def test_component_code_category(code, category):
+    assert error_codes()[code]["category"] == category
+
+
+def test_rule_codes_agree_with_the_catalog_categories():
+    catalog = error_codes()
+    disagree = [
+        (r.id, c, catalog[c]["category"])
+        for r in cann_log.load_rules()
+        if r.role in ("cause", "symptom")
+        for c in r.codes
+        if catalog[c]["category"] not in ("", r.category)
+    ]
+    assert disagree == []
+
+
+def test_a_torch_npu_code_alone_classifies():
+    rec = _one(
+        "[ERROR] 2025-11-02-10:11:12 (PID:2345, Device:0, RankID:-1) ERR02011 DIST distributed timeout"
+    )
+    assert (rec["rule_id"], rec["category"]) == ("code_hccl", "hccl_timeout")
