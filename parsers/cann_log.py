@@ -10,6 +10,8 @@ Solution, TraceBack, indented error-manager and Python traceback lines), classif
 * console: error-manager blocks (``EZ9999: …``, ``EZ9999[PID: n] ts (EZ9999): …``, ``[PID: n] ts Title(EI0011): …``),
   torch_npu ``[ERROR] ts (PID:n, Device:d, RankID:r) ERR00100 …``, c10 ``[W… file:line] Warning: …``, glog,
   MindIE, Python logging and tracebacks, behind vLLM / Ray / torchrun / grep prefixes, which are stripped.
+  A file of vLLM / vLLM-Ascend console output alone is claimed by its logger lines
+  (``LEVEL MM-DD hh:mm:ss [file.py:N] msg``), whatever its name.
 
 Streaming: the file is read in blocks of about ``BLOCK_BYTES``, each cut just before a line that starts a record
 (a plog header), so that blocks parse independently: decoded (UTF-8, else GB18030 — logs of Chinese systems
