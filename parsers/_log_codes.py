@@ -31,6 +31,7 @@ class CodeShapes:
     combined: str
     primary: tuple[bool, ...]
     wrapper: str
+    prefixes: tuple[str, ...] = ()  # per shape: put before its code (HCCL:9); "" for none
 
 
 @lru_cache(maxsize=2)
@@ -44,7 +45,8 @@ def load_code_shapes(path: Path = CODES_PATH) -> CodeShapes:
             raise ValueError(f"{path.name}: shape {shape['id']!r} needs exactly one group, (?P<code>…)")
         parts.append(f"(?:{rx.replace('(?P<code>', '(')})")
     primary = tuple(bool(s.get("primary", True)) for s in data["shape"])
-    return CodeShapes(ascii_regex("|".join(parts)), primary, ascii_regex(data["wrapper"]))
+    prefixes = tuple(str(s.get("prefix", "")) for s in data["shape"])
+    return CodeShapes(ascii_regex("|".join(parts)), primary, ascii_regex(data["wrapper"]), prefixes)
 
 
 def with_codes(rec: pl.DataFrame, shapes: CodeShapes | None = None) -> pl.DataFrame:
@@ -59,7 +61,12 @@ def with_codes(rec: pl.DataFrame, shapes: CodeShapes | None = None) -> pl.DataFr
         .explode("hit")
         .with_row_index("pos")
     )
-    groups = [pl.col("hit").str.extract(shapes.combined, i + 1) for i in range(len(shapes.primary))]
+    prefixes = shapes.prefixes or ("",) * len(shapes.primary)
+    groups = [
+        pl.col("hit").str.extract(shapes.combined, i + 1) if not prefixes[i]
+        else pl.lit(prefixes[i]) + pl.col("hit").str.extract(shapes.combined, i + 1)
+        for i in range(len(shapes.primary))
+    ]  # fmt: skip
     secondary = [i for i, p in enumerate(shapes.primary) if not p]
     found = found.with_columns(
         code=pl.coalesce(groups),

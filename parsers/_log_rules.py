@@ -5,6 +5,7 @@ Used by ``parsers/cann_log.py`` at ingest; the rules are data, one entry per rul
 
 from __future__ import annotations
 
+import csv
 import re
 import tomllib
 from dataclasses import dataclass
@@ -17,6 +18,10 @@ import polars as pl
 from parsers._log_regex import ascii_regex
 
 RULES_PATH = Path(__file__).resolve().parent.parent / "diag" / "rules" / "log_patterns.toml"
+# the header catalog: code → the category it implies on its own
+ACL_CODES_PATH = RULES_PATH.parent / "error_codes_acl.csv"
+HCCL_CODES_PATH = RULES_PATH.parent / "error_codes_hccl.csv"
+CODES_PATH = RULES_PATH.parent / "error_codes.csv"  # the hand-written catalog (codes seen in logs)
 
 
 # -- rules ---------------------------------------------------------------------------------------------------
@@ -33,6 +38,27 @@ class Rule:
     fix: str
 
 
+@lru_cache(maxsize=2)
+def catalog_codes(*paths: Path) -> dict[str, tuple[str, ...]]:
+    """Category → the catalogued codes that imply it on their own (``codes_from`` of a rule names one)."""
+    out: dict[str, list[str]] = {}
+    for path in paths or (CODES_PATH, ACL_CODES_PATH, HCCL_CODES_PATH):
+        with open(path, encoding="utf-8") as fh:
+            for row in csv.DictReader(line for line in fh if not line.startswith("#")):
+                listed = out.setdefault(row["category"], []) if row["category"] else []
+                if row["category"] and row["code"] not in listed:
+                    listed.append(row["code"])
+    return {cat: tuple(codes) for cat, codes in out.items()}
+
+
+def _rule_codes(rule: dict) -> tuple[str, ...]:
+    """A rule's own ``codes`` and, with ``codes_from = "<category>"``, every catalogued code of that category."""
+    own = tuple(str(c) for c in rule.get("codes", ()))
+    if "codes_from" not in rule:
+        return own
+    return own + tuple(c for c in catalog_codes()[rule["codes_from"]] if c not in own)
+
+
 @lru_cache(maxsize=4)
 def load_rules(path: Path = RULES_PATH) -> tuple[Rule, ...]:
     with open(path, "rb") as fh:
@@ -44,7 +70,7 @@ def load_rules(path: Path = RULES_PATH) -> tuple[Rule, ...]:
             r["severity"],
             r.get("role", "cause"),
             r.get("pattern", ""),
-            tuple(str(c) for c in r.get("codes", ())),
+            _rule_codes(r),
             tuple(r.get("levels", ())),
             r["explanation"],
             r["fix"],

@@ -10,6 +10,8 @@ Solution, TraceBack, indented error-manager and Python traceback lines), classif
 * console: error-manager blocks (``EZ9999: …``, ``EZ9999[PID: n] ts (EZ9999): …``, ``[PID: n] ts Title(EI0011): …``),
   torch_npu ``[ERROR] ts (PID:n, Device:d, RankID:r) ERR00100 …``, c10 ``[W… file:line] Warning: …``, glog,
   MindIE, Python logging and tracebacks, behind vLLM / Ray / torchrun / grep prefixes, which are stripped.
+  A file of vLLM / vLLM-Ascend console output alone is claimed by its logger lines
+  (``LEVEL MM-DD hh:mm:ss [file.py:N] msg``), whatever its name.
 
 Streaming: the file is read in blocks of about ``BLOCK_BYTES``, each cut just before a line that starts a record
 (a plog header), so that blocks parse independently: decoded (UTF-8, else GB18030 — logs of Chinese systems
@@ -74,7 +76,10 @@ _STRONG = re.compile(
     r"|\(PID:\d+, Device:-?\d+, RankID:-?\d+\) ERR\d{5}|\[W(?:\d{3,4} [\d:.]+)? ?[\w./-]+:\d+\] Warning: "
     r"|NPU out of memory\. Tried to allocate|will fall back to run on the CPU|(?:NPU|OPS|HCCL) function error: "
     r"|GetWorkspaceSize not in libopapi|Unsupported soc version: |does not hit the high-priority operator"
-    r"|The (?:error|extend info) from device\(|\[FUNC:\w+\]\[FILE:[\w.]+\]\[LINE:\d+\]",
+    r"|The (?:error|extend info) from device\(|\[FUNC:\w+\]\[FILE:[\w.]+\]\[LINE:\d+\]"
+    # vLLM / vLLM-Ascend console (vllm/logger.py: "%(levelname)s %(asctime)s [%(filename)s:%(lineno)d] %(message)s",
+    # asctime "%m-%d %H:%M:%S"), behind an optional "(EngineCore_DP0 pid=123) " process prefix
+    r"|(?:^|\) )(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[\w./-]+\.py:\d+\] ",
     re.M,
 )
 _WEAK = re.compile(
@@ -261,7 +266,9 @@ def _noted(result: tuple[pa.Table, _Text], seen: _Text) -> pa.Table:
 
 class CannLogParser:
     name = "cann_log"
-    version = 3  # 2: origin, codes, figures; records never span two sources. 3: recompile_limit_fail rule
+    # 2: origin, codes, figures; records never span two sources. 3: recompile_limit_fail rule. 4: code-first rules
+    # (codes_from the ACL catalog), unclassified_error, platform noise, vLLM console rules, identity-guard recompiles
+    version = 4
     platform = "ascend"
     creates_run = False  # a log joins the run of its folder when there is one
 

@@ -239,7 +239,7 @@ def test_codes_mid_line_are_listed_and_classify(tmp_path):
         (8, ["EZ9999", "507048"], "507048", "task_timeout"),  # `synchronize stream failed, runtime result =`
         (1, ["0x2a"], None, "device_exception"),  # a hex retCode is listed, never the primary code
         (2, ["507018"], "507018", "device_exception"),  # ErrCode=507018 (InnerCode=0x715002a is no code)
-        (3, ["EE8888"], "EE8888", None),
+        (3, ["EE8888"], "EE8888", "error_wrapper"),  # a wrapper code alone (#16)
     ]
     assert [x["level"] for x in r[:5]] == ["WARNING", "ERROR", "ERROR", "ERROR", "ERROR"]
 
@@ -254,7 +254,7 @@ def test_codes_mid_line_are_listed_and_classify(tmp_path):
         ("RuntimeError: ERR99999 UNKNOWN applicaiton exception; EI0002: wait timeout", ["ERR99999", "EI0002"],
          "EI0002", "hccl_notify_timeout"),
         ("[ERROR] GE(507048,python):2025-01-02-03:04:05.006.007 [graph.cc:1]507048 build graph done", None, None,
-         None),
+         "unclassified_error"),  # a pid, not a code; an ERROR no rule places: honest unknown (#16)
     ],
 )  # fmt: skip
 def test_primary_code_is_the_most_specific(line, codes, code, rule_id):
@@ -308,6 +308,7 @@ CODE_EXAMPLES = {
     "runtime": ("aclrtSynchronizeStream(stream) failed: 507015; ErrCode=507018; error code is 507035; "
                 "runtime result = 507048; Call aclInit(nullptr) failed : 507008; ACL error 500002", ["507015",
                 "507018", "507035", "507048", "507008", "500002"]),
+    "hccl": ("HCCL function error: HcclAllReduce(a, b), error code is 9; call trace: hcclRet -> 4", ["HCCL:9", "HCCL:4"]),
     "task_return": ("Kernel task happen error, retCode=0x31, [vector core exception].", ["0x31"]),
 }  # fmt: skip
 

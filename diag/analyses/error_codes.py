@@ -14,13 +14,26 @@ from pathlib import Path
 RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
 ERROR_CODES = RULES_DIR / "error_codes.csv"
 ERROR_CODE_PARTS = RULES_DIR / "error_code_parts.csv"
+ACL_CODES = RULES_DIR / "error_codes_acl.csv"  # every ACL / runtime / GE return code of the public headers
+HCCL_CODES = RULES_DIR / "error_codes_hccl.csv"  # HcclResult, stored as HCCL:<n>
 
 
-@lru_cache(maxsize=2)
-def error_codes(path: Path = ERROR_CODES) -> dict[str, dict[str, str]]:
+def _read(path: Path) -> dict[str, dict[str, str]]:
     with open(path, encoding="utf-8") as fh:
         rows = csv.DictReader(line for line in fh if not line.startswith("#"))
         return {r["code"]: r for r in rows}
+
+
+@lru_cache(maxsize=2)
+def error_codes(
+    path: Path = ERROR_CODES, acl_path: Path = ACL_CODES, hccl_path: Path = HCCL_CODES
+) -> dict[str, dict[str, str]]:
+    """The hand-written catalog over the header catalogs: its words (seen in logs) win, the headers add the
+    constant's ``name`` and the ``category`` a code implies on its own."""
+    merged = {code: dict(row) for code, row in (_read(acl_path) | _read(hccl_path)).items()}
+    for code, row in _read(path).items():
+        merged[code] = {**merged.get(code, {}), **row}
+    return merged
 
 
 @lru_cache(maxsize=2)

@@ -35,7 +35,7 @@ from diag.analyses.log_episodes import (
     others_text,
     source_key,
 )
-from diag.analyses.log_explain import explain
+from diag.analyses.log_explain import explain, key_line
 from diag.analyses.log_queries import (  # noqa: F401  (re-exported: the pages' accessors)
     RECORD_COLUMNS,
     classified_records,
@@ -108,6 +108,7 @@ class RootCause:
     origins: list[str] = field(default_factory=list)  # console prefixes of its records (none: whole files)
     figures: dict[str, Any] = field(default_factory=dict)  # numbers its first record with figures states
     advice: list[str] = field(default_factory=list)  # what those figures say (OOM: request, free, reserved…)
+    key_line: str = ""  # the part of its lead record that its rule matched (the op / code it is about)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -166,7 +167,8 @@ def root_causes(
     by_episode: dict[int, list[dict[str, Any]]] = {}
     for c in cands:
         by_episode.setdefault(c["episode"], []).append(c)
-    for group in by_episode.values():
+    for ep, group in by_episode.items():
+        by_episode[ep] = group = _without_unplaced_beside_known(group)
         group.sort(key=lambda c: (c["sev"], c["role"], c["cat_rank"], c["first_ns"] or 0))
     ranked = sorted(  # untimed episodes after the timed ones of the same severity and role
         by_episode.values(),
@@ -180,6 +182,18 @@ def root_causes(
             out.append(_root_cause(len(out) + 1, c, echo))
     _add_wrapped_codes(store, out)
     return out
+
+
+# rules/log_patterns.toml: an ERROR record that no rule or catalogued code places
+UNCLASSIFIED = "unclassified_error"
+
+
+def _without_unplaced_beside_known(group: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """An episode's unclassified ERROR records are a root cause only when nothing in it is placed: beside a
+    known cause or symptom (high / medium) they are most often its detail lines (HCCL tables, call traces) — an
+    unknown is reported, never stacked under a known failure as a second one."""
+    known = any(c["category"] != UNCLASSIFIED and c["sev"] <= 1 and c["role"] <= 1 for c in group)
+    return [c for c in group if not (known and c["category"] == UNCLASSIFIED)]
 
 
 def episodes(store: Store, run_id: int | None = None, job_id: int | None = None) -> list[Episode]:
@@ -260,7 +274,16 @@ def _root_cause(rank: int, c: dict[str, Any], echo_of: int | None) -> RootCause:
         origins=sorted(c["origins"] or []),
         figures=figures,
         advice=said.advice,
+        key_line=_key_line(c["lead_rule"], evidence),
     )
+
+
+def _key_line(rule_id: str, evidence: list[Evidence]) -> str:
+    """The lead record's key line: where its rule's pattern (or its code) is, not its first characters."""
+    lead = next((e for e in evidence if e.rule_id == rule_id), evidence[0] if evidence else None)
+    if lead is None:
+        return ""
+    return key_line(lead.raw, log_rules()["rule"].get(rule_id, {}).get("pattern", ""), lead.code)
 
 
 _WRAPPED_CODE = f"""
@@ -301,7 +324,7 @@ def log_findings(store: Store, run_id: int | None = None) -> list[Finding]:
         first = rc.evidence[0] if rc.evidence else None
         where = f" on rank {', '.join(map(str, rc.ranks))}" if rc.ranks else ""
         echo = f" — likely an echo of #{rc.echo_of}" if rc.echo_of else ""
-        line = first.raw.splitlines()[0][:160] if first else ""
+        line = rc.key_line or (first.raw.splitlines()[0][:160] if first else "")
         out.append(
             Finding(
                 run_id,  # type: ignore[arg-type]

@@ -120,3 +120,23 @@ def oom_advice(figures: dict[str, Any]) -> list[str]:
                 "allocator: another process or a non-PyTorch allocation holds it (check npu-smi info)."
             )
     return out
+
+
+KEY_LINE_CHARS = 160
+
+
+def key_line(raw: str, pattern: str = "", code: str | None = None) -> str:
+    """The part of a record that says what it is about: the line (of a multi-line or flattened record) where its
+    rule's ``pattern`` matches, else the line naming its ``code``, else its first line — cut to KEY_LINE_CHARS
+    around the match, so that a long flattened record shows its op / code, not its first characters."""
+    lines = raw.splitlines() or [""]
+    flags = re.I if pattern.startswith("(?i)") else 0
+    rx = re.compile(pattern.removeprefix("(?i)"), flags) if pattern else None
+    for finder in (rx, re.compile(rf"(?<![\w:]){re.escape(code)}\b") if code else None):
+        if finder is None:
+            continue
+        for line in lines:
+            if m := finder.search(line):
+                start = max(0, min(m.start() - 40, len(line) - KEY_LINE_CHARS))
+                return line[start : start + KEY_LINE_CHARS].strip()
+    return lines[0][:KEY_LINE_CHARS]
