@@ -20,7 +20,9 @@ Definitions (per half):
 * key-line accuracy: share of files with a ``key_line`` where it is a substring of the raw text of the first
   evidence record of the top root cause (whatever its severity).
 * false positives: files expected ``noise`` that get a flagged root cause, plus files whose top cause is flagged
-  but wrong (an ``unclassified`` file answered with a named category counts).
+  with a *named* category that is wrong (an ``unclassified`` file answered with a named category counts).  An
+  honest "unclassified error (code X)" on a file that has a category is a miss, not a false positive: it claims
+  nothing wrong (the brief: "unclassified error (code X)" beats a wrong category).
 
     python bench/log_accuracy.py [--half train|held|all] [--index w1] [--json]
 """
@@ -109,7 +111,7 @@ def judge(row: dict[str, str], folder: Path = WILD) -> Outcome:
         severity=severity,
         category_ok=ok,
         key_line_ok=(key in raw) if key else None,
-        false_positive=flagged and not ok,
+        false_positive=flagged and not ok and (expected == "noise" or "unclassified" not in got),
     )
 
 
