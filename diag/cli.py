@@ -19,13 +19,20 @@ app = typer.Typer(
 )
 
 
-@app.callback()
-def _root(
-    version: bool = typer.Option(False, "--version", help="Print the version and exit.", is_eager=True),
-) -> None:
-    if version:
+def _print_version(value: bool) -> None:
+    # an eager option's own callback runs while the arguments are parsed, before click asks for a command
+    if value:
         typer.echo(f"diag {__version__}")
         raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", help="Print the version and exit.", is_eager=True, callback=_print_version
+    ),
+) -> None:
+    pass
 
 
 for command in COMMANDS:
@@ -45,12 +52,17 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("diag: interrupted\n")
         return 130
     except Exception as exc:  # click usage errors and the like
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            return exc.exit_code
+        if _is_click_error(exc):
+            exc.show()  # type: ignore[attr-defined]
+            return int(exc.exit_code)  # type: ignore[attr-defined]
         raise
+
+
+def _is_click_error(exc: BaseException) -> bool:
+    """A usage error of click *or* of the click copy vendored inside typer (``typer._click``): both define a
+    ``ClickException`` with ``show()`` and ``exit_code`` (2 for a bad option or value), but they are different
+    classes, so an ``isinstance`` against one misses the other and a typo became a traceback."""
+    return any(cls.__name__ == "ClickException" for cls in type(exc).__mro__)
 
 
 if __name__ == "__main__":
