@@ -30,14 +30,13 @@ import re
 import tomllib
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import duckdb
 
-from diag.store import Store, q
+from diag.store import RULES_DIR, Store, q
 
-RULES = Path(__file__).resolve().parent / "rules" / "grouping.toml"
+RULES = RULES_DIR / "grouping.toml"
 _NAME_RANK = re.compile(r"(?i)rank[_-]?(\d+)")  # the pattern finalize_run reads a rank from a name with
 _INFO_RANK = re.compile(r"(?:^|/)profiler_info_(\d+)\.json$")  # torch_npu names it so when distributed
 _DB_RANK = re.compile(r"(?:^|/)ascend_pytorch_profiler_(\d+)\.db$")

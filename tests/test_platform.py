@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from diag.analyses.advice import ADVICE, advice
 from diag.analyses.compare import compare
-from diag.analyses.findings import ADVICE, advice, device_findings
+from diag.analyses.findings import device_findings
 from diag.analyses.host_sync import host_sync, sync_rules
 from diag.analyses.stall_breakdown import breakdown
 from diag.store import Store

@@ -6,12 +6,12 @@ from that impact (thresholds in rules/thresholds.toml, msprof-analyze's 5% / 3% 
 
 from __future__ import annotations
 
-import functools
 import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from diag.analyses.advice import advice
 from diag.analyses.counts import KERNEL_FILTER, OP_TYPE_SQL, kernel_counts, unique_tasks_sql
 from diag.analyses.cpu_fallback import FallbackOp, device_fallbacks, host_fallbacks
 from diag.analyses.host_sync import host_sync
@@ -19,24 +19,11 @@ from diag.analyses.stall_breakdown import Breakdown, breakdown
 from diag.store import Store
 
 THRESHOLDS = Path(__file__).resolve().parent.parent / "rules" / "thresholds.toml"
-ADVICE = THRESHOLDS.with_name("advice.toml")
 
 
 def thresholds() -> dict[str, Any]:
     with open(THRESHOLDS, "rb") as fh:
         return tomllib.load(fh)
-
-
-@functools.cache
-def _advice_rules() -> dict[str, Any]:
-    with open(ADVICE, "rb") as fh:
-        return tomllib.load(fh)
-
-
-def advice(key: str, platform: str) -> str:
-    """The suggestion of finding ``key`` for a run of ``platform`` (rules/advice.toml); a missing text is an
-    error rather than another platform's advice."""
-    return str(_advice_rules()[key][platform])
 
 
 @dataclass

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from diag.analyses.findings import thresholds
+from diag.store import RULES_DIR
 
-RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
 FIELDS = RULES_DIR / "log_fields.toml"
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 _OPTIONAL = re.compile(r"«([^«»]*)»")

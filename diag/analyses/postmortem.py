@@ -7,20 +7,19 @@ ops and time ranges, figures). Nothing is stated that those analyses do not show
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
-from diag.analyses.compare import compare
-from diag.analyses.counts import kernel_counts
-from diag.analyses.findings import Finding, device_findings
+from diag.analyses.findings import Finding
 from diag.analyses.log_diagnosis import RootCause, log_scope
+from diag.analyses.postmortem_device import baseline_story, device_story
 from diag.analyses.postmortem_env import environment
+from diag.analyses.postmortem_model import Postmortem, Statement
 from diag.analyses.postmortem_notes import load_notes
 from diag.analyses.postmortem_serving import serving_story
 from diag.analyses.postmortem_steps import FailedStep, StepReport, rank_table, step_report
 from diag.analyses.runs import list_runs
-from diag.analyses.stall_breakdown import BUCKET_LABELS, BUCKETS, breakdown
 from diag.grouping import rank_or_run
 from diag.store import Store
 
@@ -35,49 +34,6 @@ CONTRIBUTING = (
     "idle",
     "host_sync",
 )
-
-
-@dataclass
-class Statement:
-    text: str
-    evidence: dict[str, Any] = field(default_factory=dict)  # log_lines, ops, time_range_ns, figures
-
-
-@dataclass
-class Postmortem:
-    run_id: int | None
-    baseline_run_id: int | None
-    scope: str
-    title: str
-    summary: str
-    what_happened: list[Statement] = field(default_factory=list)
-    impact: list[Statement] = field(default_factory=list)
-    root_cause: dict[str, Any] | None = None  # source, category, title, severity, statement
-    contributing: list[Statement] = field(default_factory=list)
-    environment: dict[str, Any] = field(default_factory=dict)
-    actions: list[Statement] = field(default_factory=list)
-    comparison: dict[str, Any] | None = None  # e2e per step both sides, ratio, top_losses
-    chart: list[dict[str, Any]] = field(default_factory=list)  # device time per bucket, for the report's SVG
-    notes: dict[str, str] = field(
-        default_factory=dict
-    )  # free text saved from the app: title, owner, follow-ups…
-    job_id: int | None = None
-    ranks: list[dict[str, Any]] = field(
-        default_factory=list
-    )  # per rank: step figures, failed steps, first error
-    failed_steps: list[dict[str, Any]] = field(default_factory=list)  # see diag.analyses.postmortem_steps
-    outlier_steps: list[dict[str, Any]] = field(default_factory=list)  # ≥ 3× the median step: not failed
-    environment_diff: list[dict[str, Any]] = field(
-        default_factory=list
-    )  # job: keys that differ between ranks
-    clock: dict[str, Any] = field(default_factory=dict)  # log_offset_ns (log clock − trace clock), basis
-    serving: list[dict[str, Any]] = field(default_factory=list)  # judged serving runs of this deployment
-    serving_comparison: dict[str, Any] | None = None  # serving figures against the baseline deployment's
-    episode: int | None = None  # the log episode covered when no run / job was given (None: every log)
-    episodes: list[dict[str, Any]] = field(default_factory=list)  # every log episode of the scope
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _ts(ns: int | None) -> str:
@@ -122,99 +78,15 @@ def _finding_statement(f: Finding) -> Statement:
     )
 
 
-def device_story(
-    store: Store, run: dict[str, Any]
-) -> tuple[list[Finding], list[dict[str, Any]], Statement | None]:
-    """The run's device findings, its chart (device time per bucket) and the statement that sums it up."""
-    if run.get("start_ns") is None:
-        return [], [], None
-    bd = breakdown(store, run["run_id"])
-    total = bd.total
-    if not total or not total.e2e_ns:
-        return [], [], None
-    findings = device_findings(store, run["run_id"], bd)
-    e2e = total.e2e_ns
-    chart = [
-        {"bucket": b, "label": BUCKET_LABELS[b], "ns": total.buckets[b], "pct": 100 * total.buckets[b] / e2e}
-        for b in BUCKETS
-        if total.buckets[b]
-    ]
-    top = sorted(chart, key=lambda c: -c["ns"])[:3]
-    counts = kernel_counts(store, run["run_id"], bd)  # the one definition of device kernels per step
-    per_step = f" ({counts.kernels_per_step:,.1f} kernels per step)" if counts.kernels_per_step else ""
-    st = Statement(
-        f"Profiled {len(bd.steps)} step(s) ({bd.step_source}), {e2e / 1e6:,.3f} ms of device time, "
-        f"{counts.device_kernels:,} device kernels{per_step}; largest shares: "
-        + ", ".join(f"{c['label']} {c['pct']:.1f}%" for c in top)
-        + (f". Data quality: {counts.note()}" if counts.note() else ""),
-        {
-            "time_range_ns": [total.start_ns, total.end_ns],
-            "figures": {"e2e_ns": e2e, "steps": len(bd.steps), "buckets_ns": total.buckets},
-            "counts": counts.to_json(),
-        },
-    )
-    return findings, chart, st
-
-
-def baseline_story(pm: Postmortem, store: Store, run_id: int, baseline_run_id: int) -> Statement:
-    """The comparison with a CUDA baseline: end-to-end per step and the three op classes losing most.
-
-    Returns the end-to-end statement (a job's report names the rank it was measured on)."""
-    cmp = compare(store, run_id, baseline_run_id)
-    e2e = next(o for o in cmp.overall if o["bucket"] == "e2e")
-    losses = [asdict(c) for c in cmp.top_losses(3)]
-    pm.comparison = {
-        "run_a": cmp.run_a,
-        "run_b": cmp.run_b,
-        "steps_a": cmp.steps_a,
-        "steps_b": cmp.steps_b,
-        "e2e": e2e,
-        "top_losses": losses,
-        "warnings": cmp.warnings,
-        "biggest_loss": cmp.biggest_loss(),  # over every bucket: idle, AI CPU, exposed communication too
-        "source_b": cmp.source_b,  # timeline | kernel_summary (nsys stats: no steps, no buckets)
-    }
-    ratio = f"{e2e['ratio']:.2f}×" if e2e["ratio"] else "n/a"
-    base_ms = "n/a (a kernel summary)" if e2e["per_step_b_ms"] is None else f"{e2e['per_step_b_ms']:.3f} ms"
-    overall = Statement(
-        f"End-to-end per step: {e2e['per_step_a_ms']:.3f} ms vs {base_ms} on the "
-        f"baseline (run {baseline_run_id}) — {ratio}",
-        {"figures": e2e, "warnings": cmp.warnings},
-    )
-    pm.impact.append(overall)
-    if loss := cmp.biggest_loss():
-        pm.impact.append(
-            Statement(
-                f"Biggest loss against the baseline: {loss['label']} +{loss['delta_per_step_ms']:.3f} ms per step "
-                f"({loss['per_step_a_ms']:.3f} vs {loss['per_step_b_ms']:.3f} ms)",
-                {"figures": loss},
-            )
-        )
-    for c in losses:
-        r = f"{c['ratio']:.2f}×" if c["ratio"] else "baseline has none"
-        pm.impact.append(
-            Statement(
-                f"Op class {c['op_class']} loses {c['delta_per_step_ms']:.3f} ms per step "
-                f"({c['per_step_a_ns'] / 1e6:.3f} vs {c['per_step_b_ns'] / 1e6:.3f} ms, {r})",
-                {"figures": c},
-            )
-        )
-    return overall
-
-
-def _rank_label(rank: int | None, run_id: int) -> str:
-    return rank_or_run(rank, run_id)  # never a run id presented as a rank
-
-
 def failed_step_statements(failed: list[FailedStep], rep: StepReport, run_ids: list[int]) -> list[Statement]:
     """The failed-steps count (per rank) and one statement per failed step, each with its evidence."""
     ranks = [r for r in rep.ranks if r.run_id in run_ids and r.source]
     if not ranks:
         return []
     per_rank = {
-        _rank_label(r.rank, r.run_id): sorted(f.step for f in failed if f.run_id == r.run_id) for r in ranks
+        rank_or_run(r.rank, r.run_id): sorted(f.step for f in failed if f.run_id == r.run_id) for r in ranks
     }
-    profiled = {_rank_label(r.rank, r.run_id): len(r.durations) for r in ranks}
+    profiled = {rank_or_run(r.rank, r.run_id): len(r.durations) for r in ranks}
     n = sum(len(v) for v in per_rank.values())
     where = "; ".join(f"{k}: step(s) {', '.join(map(str, v))}" for k, v in per_rank.items() if v)
     out = [
@@ -247,7 +119,7 @@ def failed_step_statements(failed: list[FailedStep], rep: StepReport, run_ids: l
             evidence["log_lines"] = lines
         out.append(
             Statement(
-                f"Failed step {f.step} on {_rank_label(f.rank, f.run_id)} ({', '.join(f.reasons)}): {f.detail}",
+                f"Failed step {f.step} on {rank_or_run(f.rank, f.run_id)} ({', '.join(f.reasons)}): {f.detail}",
                 evidence,
             )
         )

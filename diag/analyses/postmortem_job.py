@@ -22,7 +22,6 @@ from diag.analyses.postmortem import (
     Statement,
     _cause_statement,
     _finding_statement,
-    _rank_label,
     _ts,
     baseline_story,
     conclude,
@@ -33,7 +32,7 @@ from diag.analyses.postmortem import (
 )
 from diag.analyses.postmortem_env import job_environment
 from diag.analyses.postmortem_steps import StepReport, rank_table, step_report
-from diag.grouping import is_multi_rank, job_grouping
+from diag.grouping import is_multi_rank, job_grouping, rank_or_run
 from diag.store import Store
 
 
@@ -55,7 +54,7 @@ def _job_causes(store: Store, runs: list[dict[str, Any]]) -> list[tuple[RootCaus
 
 def _who(rc: RootCause, run: dict[str, Any]) -> str:
     return (
-        ", ".join(f"rank {r}" for r in rc.ranks) if rc.ranks else _rank_label(run.get("rank"), run["run_id"])
+        ", ".join(f"rank {r}" for r in rc.ranks) if rc.ranks else rank_or_run(run.get("rank"), run["run_id"])
     )
 
 
@@ -94,7 +93,7 @@ def _timeline(
         if "interrupted" in f.reasons and f.end_ns is not None:
             at = f.end_ns + offset if offset is not None else None
             st = Statement(
-                f"{_ts(at)} — {_rank_label(f.rank, f.run_id)}'s capture ends inside step {f.step}: {f.detail}",
+                f"{_ts(at)} — {rank_or_run(f.rank, f.run_id)}'s capture ends inside step {f.step}: {f.detail}",
                 {"time_range_ns": [f.start_ns, f.end_ns], "figures": {"run_id": f.run_id, "step": f.step,
                                                                        "clock": "log" if at else "trace"}},
             )  # fmt: skip
@@ -151,8 +150,8 @@ def _rank_gap_statement(ranked: list[dict[str, Any]], rep: StepReport) -> Statem
     steps = rep.common_steps
     return Statement(
         f"Step time per rank over the {len(steps)} step(s) every rank completed ({_span(steps)}): slowest "
-        f"{_rank_label(slow['rank'], slow['run_id'])} {slow['common_steps_mean_ns'] / 1e6:,.3f} ms, fastest "
-        f"{_rank_label(fast['rank'], fast['run_id'])} {fast['common_steps_mean_ns'] / 1e6:,.3f} ms "
+        f"{rank_or_run(slow['rank'], slow['run_id'])} {slow['common_steps_mean_ns'] / 1e6:,.3f} ms, fastest "
+        f"{rank_or_run(fast['rank'], fast['run_id'])} {fast['common_steps_mean_ns'] / 1e6:,.3f} ms "
         f"(+{gap / 1e6:,.3f} ms, {pct:.2f}%)",
         {
             "figures": {
@@ -162,10 +161,10 @@ def _rank_gap_statement(ranked: list[dict[str, Any]], rep: StepReport) -> Statem
                 "gap_ns": gap,
                 "gap_pct": round(pct, 3),
                 "mean_step_ns_per_rank": {
-                    _rank_label(r["rank"], r["run_id"]): r["common_steps_mean_ns"] for r in ranked
+                    rank_or_run(r["rank"], r["run_id"]): r["common_steps_mean_ns"] for r in ranked
                 },
                 "step_source_per_rank": {
-                    _rank_label(r["rank"], r["run_id"]): r["step_source"] for r in ranked
+                    rank_or_run(r["rank"], r["run_id"]): r["step_source"] for r in ranked
                 },
             }
         },
@@ -182,7 +181,7 @@ def _device_findings(pm: Postmortem, store: Store, runs: list[dict[str, Any]]) -
     """Every rank's device findings; the impact per category summed over the ranks; the chart of the first."""
     findings: list[Finding] = []
     by_cat: dict[str, dict[str, Any]] = {}
-    rank_of = {r["run_id"]: _rank_label(r.get("rank"), r["run_id"]) for r in runs}
+    rank_of = {r["run_id"]: rank_or_run(r.get("rank"), r["run_id"]) for r in runs}
     for run in runs:
         fs, chart, st = device_story(store, run)
         if st is not None:
@@ -252,7 +251,7 @@ def build_job_postmortem(store: Store, job_id: int, baseline_run_id: int | None 
         if first is None:
             raise ValueError(f"job {job_id} has no run with device data to compare with the baseline")
         overall = baseline_story(pm, store, first["run_id"], baseline_run_id)
-        overall.text += f" ({_rank_label(first.get('rank'), first['run_id'])})"
+        overall.text += f" ({rank_or_run(first.get('rank'), first['run_id'])})"
     conclude(pm, serious[0] if serious else None, serious, _one_per_category(findings), texts)
     pm.environment, _, pm.environment_diff = job_environment(store, runs)
     for d in pm.environment_diff:
