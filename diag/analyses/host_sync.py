@@ -119,30 +119,36 @@ def host_sync(store: Store, run_id: int, platform: str, lo: int, hi: int, max_ca
     """The host sync calls of a run inside its steps (``lo``..``hi``: the capture, used when it has no steps)."""
     cur = store.cursor()
     rules = tuple(r for r in sync_rules() if r.platform in ("*", platform))
-    rows = cur.execute(_sql(rules), {"run": run_id, "lo": lo, "hi": hi}).fetchall()
+    # the calls summed per (caller, call, kind, step) in DuckDB; Python only folds those few groups
+    groups = cur.execute(
+        f"""WITH sync AS ({_sql(rules)})
+            SELECT caller, name, kind, step, count(*), sum(idle_ns)::BIGINT, sum(e - s)::BIGINT, min(s), max(e)
+            FROM sync GROUP BY ALL ORDER BY min(s)""",
+        {"run": run_id, "lo": lo, "hi": hi},
+    ).fetchall()
     n_steps = cur.execute(
         "SELECT count(DISTINCT step) FROM steps WHERE run_id = ? AND step IS NOT NULL", [run_id]
     ).fetchall()[0][0]
     per_step: dict[str, int] = {}
     by_caller: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for caller, name, kind, step, s, e, idle in rows:
+    for caller, name, kind, step, n, idle, wait, _first, _last in groups:
         key = "capture" if step is None else str(step)
-        per_step[key] = per_step.get(key, 0) + 1
+        per_step[key] = per_step.get(key, 0) + int(n)
         agg = by_caller.setdefault(
             (caller, name, kind),
             {"caller": caller, "call": name, "kind": kind, "calls": 0, "idle_ns": 0, "wait_ns": 0},
         )
-        agg["calls"] += 1
+        agg["calls"] += int(n)
         agg["idle_ns"] += int(idle)
-        agg["wait_ns"] += int(e - s)
+        agg["wait_ns"] += int(wait)
     callers = sorted(by_caller.values(), key=lambda a: (-a["idle_ns"], -a["calls"], a["caller"]))
     return HostSync(
-        calls=len(rows),
+        calls=sum(int(g[4]) for g in groups),
         steps=max(1, int(n_steps)),
-        idle_ns=sum(int(r[6]) for r in rows),
-        wait_ns=sum(int(r[5] - r[4]) for r in rows),
+        idle_ns=sum(int(g[5]) for g in groups),
+        wait_ns=sum(int(g[6]) for g in groups),
         per_step=per_step,
         callers=callers[:max_callers],
-        first_start_ns=int(rows[0][4]) if rows else None,
-        last_end_ns=max(int(r[5]) for r in rows) if rows else None,
+        first_start_ns=int(groups[0][7]) if groups else None,
+        last_end_ns=max(int(g[8]) for g in groups) if groups else None,
     )
