@@ -59,3 +59,19 @@ def query(db: Path, sql: str, params: list | None = None) -> list[tuple]:
 
     with duckdb.connect(str(db), read_only=True) as con:
         return con.execute(sql, params or []).fetchall()
+
+
+def open_page(monkeypatch, db: Path, page: str | None = None, uploads: Path | None = None):  # noqa: ANN001, ANN201
+    """The app (an AppTest) on database ``db``, switched to ``page`` (``app_pages/NN_name.py``) when given; fails
+    on an exception drawn by the page."""
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("DIAG_DB", str(db))
+    if uploads is not None:
+        monkeypatch.setenv("DIAG_UPLOAD_DIR", str(uploads))
+    at = AppTest.from_file(str(ROOT / "app" / "main.py"), default_timeout=60)
+    at.run()
+    if page is not None:
+        at.switch_page(page).run()
+    assert not at.exception, at.exception
+    return at

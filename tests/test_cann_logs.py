@@ -398,7 +398,13 @@ def test_cli_logs_json_and_table(tmp_path):
     code, _ = cli_json("ingest", str(FX / "two_ranks"), "--db", str(db))
     assert code == 0
     code, out = cli_json("logs", "--db", str(db))
-    assert code == 0 and set(out) >= {"db", "run", "root_causes", "records", "records_shown"}  # keys are only added
+    assert code == 0 and set(out) >= {
+        "db",
+        "run",
+        "root_causes",
+        "records",
+        "records_shown",
+    }  # keys are only added
     top = out["root_causes"][0]
     assert top["category"] == "device_exception" and top["rank"] == 1 and top["evidence"][0]["line_no"] == 2
     assert set(top) >= {

@@ -13,7 +13,7 @@ from diag.analyses.findings import device_findings
 from diag.analyses.postmortem import build_postmortem
 from diag.grouping import RunFacts, rank_or_run, rules, why_apart
 from diag.store import Store
-from tests.conftest import FIXTURES, ROOT, SAMPLES, cli_json, ingest_into, run_cli
+from tests.conftest import FIXTURES, SAMPLES, cli_json, ingest_into, open_page, run_cli
 
 TRAP = FIXTURES / "traps" / "unrelated_captures_one_folder"
 TP2 = SAMPLES / "generated" / "llm_decode_tp2"
@@ -287,16 +287,9 @@ def test_no_single_rank_wait_finding_when_the_peers_are_captured(corpus: Path, t
 
 
 def test_cluster_page_has_no_job_for_unrelated_captures(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    from streamlit.testing.v1 import AppTest
-
     db = tmp_path / "trap.duckdb"
     _ingest(db, [TRAP])
-    monkeypatch.setenv("DIAG_DB", str(db))
-    monkeypatch.setenv("DIAG_UPLOAD_DIR", str(tmp_path / "uploads"))
-    at = AppTest.from_file(str(ROOT / "app" / "main.py"), default_timeout=60)
-    at.run()
-    at.switch_page("app_pages/11_cluster.py").run()
-    assert not at.exception, at.exception
+    at = open_page(monkeypatch, db, "app_pages/11_cluster.py", uploads=tmp_path / "uploads")
     assert at.info[0].value.startswith(
         "No multi-rank job: no stored runs that the data says are ranks of one job"
     )

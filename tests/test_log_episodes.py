@@ -15,7 +15,7 @@ import pytest
 from diag.analyses import log_diagnosis as diagnosis
 from diag.analyses.postmortem import build_postmortem
 from diag.store import Store
-from tests.conftest import FIXTURES, ROOT, cli_json, ingest_into, run_cli
+from tests.conftest import FIXTURES, cli_json, ingest_into, open_page, run_cli
 
 TRAPS = FIXTURES / "traps"
 GIB = 1 << 30
@@ -270,14 +270,8 @@ def cli_json_report(tmp_path: Path, *args: str) -> tuple[int, dict]:
 
 
 def test_logs_page_shows_one_episode_at_a_time(tmp_path, monkeypatch):
-    from streamlit.testing.v1 import AppTest
-
     two_incidents(tmp_path).close()
-    monkeypatch.setenv("DIAG_DB", str(tmp_path / "db.duckdb"))
-    at = AppTest.from_file(str(ROOT / "app" / "main.py"), default_timeout=60)
-    at.run()
-    at.switch_page("app_pages/07_logs.py").run()
-    assert not at.exception, at.exception
+    at = open_page(monkeypatch, tmp_path / "db.duckdb", "app_pages/07_logs.py")
     assert at.selectbox(key="logs_episode").value == 2
     heads = [m.value for m in at.markdown if m.value.startswith("**#")]
     assert len(heads) == 1 and "Out of device memory" in heads[0]

@@ -19,7 +19,7 @@ from diag.analyses.host_sync import host_sync, sync_rules
 from diag.analyses.stall_breakdown import breakdown
 from diag.store import Store
 from parsers._gpu_vendor import platform_rules
-from tests.conftest import FIXTURES, REAL_AICPU_TRACE, REAL_LEVEL2, SAMPLES, ingest_into
+from tests.conftest import FIXTURES, REAL_AICPU_TRACE, REAL_LEVEL2, SAMPLES, ingest_into, open_page
 
 ROCM_TRACE = FIXTURES / "kineto" / "rocm_mi250_minitoy.pt.trace.json.gz"
 CUDA_TRACE = FIXTURES / "kineto" / "ok_rank2.pt.trace.json.gz"
@@ -210,19 +210,12 @@ def test_host_sync_call_rule(rule):
 
 
 def test_postmortem_page_offers_a_rocm_run_as_gpu_baseline_not_cuda(tmp_path, monkeypatch):
-    from streamlit.testing.v1 import AppTest
-
-    from tests.conftest import ROOT
 
     store = _store(tmp_path, REAL_AICPU_TRACE, ROCM_TRACE, CUDA_TRACE)
     runs = _runs(store)
     db = store.path
     store.close()
-    monkeypatch.setenv("DIAG_DB", str(db))
-    at = AppTest.from_file(str(ROOT / "app" / "main.py"), default_timeout=60)
-    at.run()
-    at.switch_page("app_pages/09_postmortem.py").run()
-    assert not at.exception, at.exception
+    at = open_page(monkeypatch, db, "app_pages/09_postmortem.py")
     box = at.selectbox(key="pm_baseline")
     assert box.label == "GPU baseline (optional: CUDA or ROCm)"
     rocm, cuda = runs[ROCM_TRACE.name][0], runs[CUDA_TRACE.name][0]
