@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import duckdb
 
 from diag.errors import BadInputError
-from diag.store import sql_literal
+from diag.store import file_literal, sql_literal
 from parsers._sql import ident
 
 T = TypeVar("T")
@@ -138,7 +138,7 @@ def csv_source(path: Path, header: list[str], lenient: bool = False) -> str:
         if lenient
         else ""
     )
-    return f"read_csv({sql_literal(str(path))}, {CSV_OPTIONS}, columns={columns}{extra})"
+    return f"read_csv({file_literal(path)}, {CSV_OPTIONS}, columns={columns}{extra})"
 
 
 class RetryLenient(Exception):
@@ -298,6 +298,6 @@ def scaled_exact(value: Any, factor: Decimal) -> int | None:
 def read_json_array_sql(paths: Path | list[Path], columns: dict[str, str]) -> str:
     """``read_json`` over one or several JSON arrays of events with a fixed projection (see _json_split)."""
     listed = paths if isinstance(paths, list) else [paths]
-    p = ", ".join(sql_literal(str(x)) for x in listed)
+    p = ", ".join(file_literal(x) for x in listed)
     spec = "{" + ", ".join(f"'{k}': '{v}'" for k, v in columns.items()) + "}"
     return f"read_json([{p}], format='array', columns={spec}, maximum_object_size={JSON_MAX_OBJECT})"
