@@ -141,7 +141,7 @@ def test_report_output_says_what_it_wrote(sample_db, tmp_path, capsys):
     )
     assert code == 0, err
     size = fmt_bytes(target.stat().st_size)
-    assert out.splitlines() == [f"wrote {target} ({size}, HTML, 5 of 5 sections)"]
+    assert out == "" and err.splitlines() == [f"wrote {target} ({size}, HTML, 5 of 5 sections)"]
     code, out, err = _run(capsys, "report", "--db", str(sample_db), "-o", str(tmp_path / "no" / "r.md"))
     assert code == 1 and out == ""
     assert err.splitlines() == [

@@ -50,7 +50,7 @@ def print_failed(out: Console, failed: dict[int, str], what: str) -> None:
 
 
 def wrote(path: Path, size_bytes: int | None = None, detail: str = "") -> None:
-    """The one line a command that writes a file prints: ``wrote report.html (12.3 KB, 4 sections)``."""
+    """The one line (on stderr) a command that writes a file prints: ``wrote report.html (12.3 KB, 4 sections)``."""
     size = path.stat().st_size if size_bytes is None else size_bytes
     what = ", ".join(x for x in (fmt_bytes(size), detail) if x)
-    console().print(f"wrote {escape(str(path))} ({what})")
+    console(stderr=True).print(f"wrote {escape(str(path))} ({what})")  # stdout stays the data: empty
