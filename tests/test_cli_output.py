@@ -216,3 +216,15 @@ def test_no_command_prints_none_or_crashes_on_the_sample_database(sample_db, cap
         assert out.strip(), argv
         assert not re.search(r"\bNone\b", out), (argv, [line for line in out.splitlines() if "None" in line])
         assert "Traceback" not in err, argv
+
+
+def test_findings_name_each_run_by_its_source_tail_and_give_logs_no_device_share(sample_db, capsys):
+    code, out, err = _run(capsys, "findings", "--db", str(sample_db))
+    assert code == 0, err
+    level2 = _run_id(sample_db, "msinsight_level2_rank0_ascend_pt")
+    titles = [line.strip() for line in out.splitlines()]
+    assert f"run {level2} · msinsight_level2_rank0_ascend_pt" in titles
+    logs = "\n".join(out.splitlines()[titles.index("logs") :])
+    first = _rows(logs)[0]
+    # a log finding measures no device time: '—', not a 0.0% that reads as "no impact"
+    assert first[:3] == ["high", "—", "log:device_exception"]
