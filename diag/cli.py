@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -46,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Exit as exc:
         return exc.exit_code
     except DiagError as exc:
-        sys.stderr.write(f"diag: error: {exc}\n")
+        sys.stderr.write(f"diag: error: {_one_line(str(exc))}\n")
         return exc.exit_code
     except KeyboardInterrupt:
         sys.stderr.write("diag: interrupted\n")
@@ -55,7 +56,21 @@ def main(argv: list[str] | None = None) -> int:
         if _is_click_error(exc):
             sys.stderr.write(usage_error_text(exc))
             return int(exc.exit_code)  # type: ignore[attr-defined]
-        raise
+        if os.environ.get("DIAG_DEBUG"):
+            raise
+        # a bug, not the user's doing: one line that says so and how to see more, never a traceback
+        sys.stderr.write(
+            f"diag: internal error: {_one_line(f'{type(exc).__name__}: {exc}')} "
+            "(set DIAG_DEBUG=1 for the traceback)\n"
+        )
+        return INTERNAL_ERROR
+
+
+INTERNAL_ERROR = 70  # EX_SOFTWARE (sysexits.h): distinct from 1 (a DiagError) and 2 (usage)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def usage_error_text(exc: Exception) -> str:
@@ -70,7 +85,7 @@ def usage_error_text(exc: Exception) -> str:
         help_text = ctx.get_help()  # typer's rich help prints itself and returns ""
         sys.stdout.write(help_text + "\n" if help_text else "")
         return ""
-    message = " ".join(exc.format_message().split())  # type: ignore[attr-defined]
+    message = _one_line(exc.format_message())  # type: ignore[attr-defined]
     text = f"diag: error: {message}\n"
     if ctx is not None:
         text += f"Try '{ctx.command_path} --help' for help.\n"

@@ -64,3 +64,25 @@ def test_no_arguments_prints_the_help_and_exits_2(capsys):
 def test_version_is_printed(capsys):
     assert main(["--version"]) == 0
     assert capsys.readouterr().out.strip() == f"diag {__version__}"
+
+
+def test_a_bug_is_one_line_with_how_to_see_the_traceback(capsys, monkeypatch, tmp_path):
+    import diag.commands.runs as runs_command
+
+    def broken(store):  # noqa: ANN001, ANN202
+        raise KeyError("duration_ns")
+
+    monkeypatch.setattr(runs_command, "list_runs", broken)
+    monkeypatch.delenv("DIAG_DEBUG", raising=False)
+    db = str(tmp_path / "db.duckdb")
+    from diag.store import Store
+
+    Store(db).close()
+    assert main(["runs", "--db", db]) == 70
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [
+        "diag: internal error: KeyError: 'duration_ns' (set DIAG_DEBUG=1 for the traceback)"
+    ]
+    monkeypatch.setenv("DIAG_DEBUG", "1")
+    with pytest.raises(KeyError):
+        main(["runs", "--db", db])
