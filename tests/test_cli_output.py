@@ -228,3 +228,15 @@ def test_findings_name_each_run_by_its_source_tail_and_give_logs_no_device_share
     first = _rows(logs)[0]
     # a log finding measures no device time: '—', not a 0.0% that reads as "no impact"
     assert first[:3] == ["high", "—", "log:device_exception"]
+
+
+def test_ingest_summary_names_the_runs_in_words(tmp_path, capsys):
+    code, out, err = _run(capsys, "ingest", str(TP2), "--db", str(tmp_path / "db.duckdb"))
+    assert code == 0, err
+    summary = next(line for line in out.splitlines() if " files: " in line)
+    # before: "runs [1, 2]" (a Python list) and "6176 rows"
+    assert re.fullmatch(
+        r"\d+ files: \d+ ok, 0 partial, 0 failed, 0 unchanged, \d+ skipped · runs 1, 2 · \d{1,3}(,\d{3})+ rows "
+        r"stored · [\d.]+ MB read",
+        summary,
+    ), summary

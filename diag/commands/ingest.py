@@ -20,7 +20,7 @@ from rich.progress import (
 )
 
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, fmt_bytes, print_json
-from diag.commands._format import MISSING
+from diag.commands._format import MISSING, fmt_count
 from diag.discover import Candidate
 from diag.ingest import DEFAULT_MAX_FILE_BYTES, FileOutcome, Ingestor, IngestSummary
 from diag.store import Store
@@ -194,8 +194,8 @@ def ingest(
         s = payload["summary"]
         out.print(
             f"\n{s['files']} files: {s['ok']} ok, {s['partial']} partial, {s['failed']} failed, "
-            f"{s['unchanged']} unchanged, {s['skipped']} skipped · runs {s['runs'] or MISSING} · "
-            f"{sum(s['rows'].values())} rows stored · {fmt_bytes(total)} read"
+            f"{s['unchanged']} unchanged, {s['skipped']} skipped · runs {', '.join(map(str, s['runs'])) or MISSING} · "
+            f"{fmt_count(sum(s['rows'].values()))} rows stored · {fmt_bytes(total)} read"
         )
         if s["rows"]:
             out.print("  " + ", ".join(f"{t} {n}" for t, n in sorted(s["rows"].items()) if n))
