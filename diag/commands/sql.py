@@ -6,9 +6,10 @@ from typing import Annotated
 
 import duckdb
 import typer
-from rich.table import Table
+from rich.markup import escape
 
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
+from diag.commands._format import MISSING, table
 from diag.errors import DiagError
 from diag.store import Store
 
@@ -26,14 +27,17 @@ def sql(
         except duckdb.Error as exc:
             raise DiagError(f"query failed: {' '.join(str(exc).split())}") from None
         names = [d[0] for d in cur.description or []]
-        rows = cur.fetchmany(limit) if names else []
+        rows = cur.fetchmany(limit + 1) if names else []
+    more, rows = len(rows) > limit, rows[:limit]
     if as_json:
         print_json({"columns": names, "rows": [dict(zip(names, r, strict=True)) for r in rows]})
         return
-    table = Table(*names)
+    # a cell is text, never Rich markup: a log line holding "[/usr/local/Ascend/…]" is no closing tag
+    caption = f"first {limit} rows (--limit)" if more else None
+    tbl = table(*(escape(n) for n in names), caption=caption)
     for r in rows:
-        table.add_row(*("NULL" if v is None else str(v) for v in r))
-    console().print(table)
+        tbl.add_row(*(MISSING if v is None else escape(str(v)) for v in r))
+    console().print(tbl)
 
 
 def register(app: typer.Typer) -> None:
