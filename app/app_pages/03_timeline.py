@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import data, widgets
+from app import data, timeline_widgets
 
 st.title("Timeline")
 fp = data.fingerprint()
@@ -87,7 +87,7 @@ ai_cpu_marks = (
 )
 st.metric("AI_CPU tasks in window", f"{ai_cpu_marks:,}")
 event = st.plotly_chart(
-    widgets.timeline_figure(tl),
+    timeline_widgets.timeline_figure(tl),
     width="stretch",
     on_select="rerun",
     selection_mode="box",
