@@ -40,6 +40,23 @@ def _ms(ns: pd.Series, origin: int) -> pd.Series:
     return (ns - origin) / 1e6
 
 
+def ms_label(ns: float) -> str:
+    """A duration in ms, the axis unit, with three significant digits however short (0.0936 ms, 0.00210 ms)."""
+    ms = ns / 1e6
+    if ms >= 1 or ms <= 0:
+        return f"{ms:,.3f} ms"
+    decimals = 3
+    while ms < 10 ** (2 - decimals) and decimals < 9:
+        decimals += 1
+    return f"{ms:.{decimals}f} ms"
+
+
+def _times(df: pd.DataFrame, start: str, dur: str, origin: int) -> pd.Series:
+    """'start 13.527 ms · dur 0.188 ms' for each row: hover text in the axis unit, start since run start."""
+    starts = ((df[start] - origin) / 1e6).map(lambda v: f"start {v:,.3f} ms")
+    return starts + " · dur " + df[dur].map(ms_label)
+
+
 def timeline_figure(tl: Timeline) -> go.Figure:
     lanes = list(tl.lanes)
     fig = go.Figure()
@@ -49,6 +66,7 @@ def timeline_figure(tl: Timeline) -> go.Figure:
         df["start_ms"] = _ms(df["start_ns"], origin)
         df["dur_ms"] = df["dur_ns"].clip(lower=1) / 1e6
         df["detail"] = df["detail"].fillna("")
+        df["times"] = _times(df, "start_ns", "dur_ns", origin)
         for kind, part in df.groupby("kind", sort=True):
             color = KIND_COLORS.get(kind, "#7f7f7f")
             if kind == "OVERLAP":
@@ -61,9 +79,9 @@ def timeline_figure(tl: Timeline) -> go.Figure:
                     x=part["dur_ms"],
                     base=part["start_ms"],
                     marker=dict(color=color, line=dict(width=1.5 if kind == "AI_CPU" else 0, color="black")),
-                    customdata=part[["name", "detail", "dur_ns"]].to_numpy(),
+                    customdata=part[["name", "detail", "times"]].to_numpy(),
                     hovertemplate="<b>%{customdata[0]}</b><br>" + kind + "<br>%{customdata[1]}<br>"
-                    "start %{base:.3f} ms · dur %{customdata[2]:,} ns<extra>%{y}</extra>",
+                    "%{customdata[2]}<extra>%{y}</extra>",
                 )
             )
         ai = df[df["kind"] == "AI_CPU"]
@@ -75,8 +93,8 @@ def timeline_figure(tl: Timeline) -> go.Figure:
                     y=ai["lane"],
                     mode="markers",
                     marker=AI_CPU_MARKER,
-                    customdata=ai[["name"]].to_numpy(),
-                    hovertemplate="<b>AI_CPU fallback</b><br>%{customdata[0]}<extra>%{y}</extra>",
+                    customdata=ai[["name", "times"]].to_numpy(),
+                    hovertemplate="<b>AI_CPU fallback</b><br>%{customdata[0]}<br>%{customdata[1]}<extra>%{y}</extra>",
                 )
             )
         fig.update_layout(barmode="overlay")
@@ -84,6 +102,7 @@ def timeline_figure(tl: Timeline) -> go.Figure:
         df = tl.bins.to_pandas()
         df["x_ms"] = _ms(df["bin_start_ns"] + df["bin_ns"] / 2, origin)
         df["occupancy"] = (df["busy_ns"] / df["bin_ns"]).clip(upper=1.0) * 100
+        df["times"] = _times(df, "bin_start_ns", "bin_ns", origin).str.replace("start", "bin from", n=1)
         fig.add_trace(
             go.Heatmap(
                 x=df["x_ms"],
@@ -95,9 +114,11 @@ def timeline_figure(tl: Timeline) -> go.Figure:
                 colorbar=dict(title="busy %", thickness=12),
                 xgap=0,
                 ygap=2,
-                customdata=df[["count", "top_kind", "ai_cpu"]].to_numpy(),
-                hovertemplate="%{y}<br>t=%{x:.3f} ms<br>busy %{z:.0f}%<br>%{customdata[0]} events, mostly "
-                "%{customdata[1]}<br>AI_CPU: %{customdata[2]}<extra></extra>",
+                customdata=df[["count", "top_kind", "ai_cpu", "times"]].to_numpy(),
+                hovertemplate="%{y}<br>%{customdata[3]}<br>busy %{z:.0f}%<br>%{customdata[0]} events, mostly "
+                "%{customdata[1]}"
+                + ("<br>AI_CPU: %{customdata[2]}" if tl.has_ai_cpu else "")
+                + "<extra></extra>",
                 name="occupancy",
             )
         )
@@ -110,8 +131,8 @@ def timeline_figure(tl: Timeline) -> go.Figure:
                     y=ai["lane"],
                     mode="markers",
                     marker=AI_CPU_MARKER,
-                    customdata=ai[["ai_cpu"]].to_numpy(),
-                    hovertemplate="<b>%{customdata[0]} AI_CPU task(s)</b><br>t=%{x:.3f} ms<extra>%{y}</extra>",
+                    customdata=ai[["ai_cpu", "times"]].to_numpy(),
+                    hovertemplate="<b>%{customdata[0]} AI_CPU task(s)</b><br>%{customdata[1]}<extra>%{y}</extra>",
                 )
             )
     fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(lanes)), title=None, automargin=True)
@@ -120,9 +141,10 @@ def timeline_figure(tl: Timeline) -> go.Figure:
         range=[(tl.window_start_ns - origin) / 1e6, (tl.window_end_ns - origin) / 1e6],
     )
     fig.update_layout(
-        height=max(320, 28 * len(lanes) + 140),
-        margin=dict(l=10, r=10, t=30, b=40),
-        legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0),
+        height=max(320, 28 * len(lanes) + 200),
+        margin=dict(l=10, r=10, t=30, b=110),
+        # below the plot, under the axis title: the modebar sits top right and would cover a legend there
+        legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.01, x=0, xanchor="left"),
         dragmode="select",
         hovermode="closest",
     )
