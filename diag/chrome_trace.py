@@ -54,7 +54,7 @@ _SOURCES = {
         FROM overlap_slices WHERE run_id = $run AND start_ns IS NOT NULL""",
     "comm_ops": """
         SELECT 3, 'comm_ops', 'Communication ops (communication.json)', 0, coalesce(group_name, '?'),
-               coalesce(group_name, 'group ?'), start_ns - $origin, greatest(coalesce(elapse_ns, 0), 0),
+               'group ' || coalesce(group_name, '?'), start_ns - $origin, greatest(coalesce(elapse_ns, 0), 0),
                coalesce(op_name, '?'), 'communication_op',
                to_json(struct_pack(kind := kind, step := step, transit_ns := transit_ns, wait_ns := wait_ns))
         FROM comm_ops WHERE run_id = $run AND start_ns IS NOT NULL""",
