@@ -158,10 +158,12 @@ def open_in_timeline(
     st.session_state["run_id"] = run_id
     st.session_state["step"] = None
     st.session_state.pop("tl_step", None)  # the page shows "custom window" for a window that is not a step
+    st.session_state.pop("tl_focus", None)
     if start_ns is not None and end_ns is not None:
-        st.session_state["tl_window"] = tl_analysis.focus_window(
-            store(), run_id, start_ns, end_ns, tuple(names)
-        )
+        lo, hi, op = tl_analysis.focus_window(store(), run_id, start_ns, end_ns, tuple(names))
+        st.session_state["tl_window"] = (lo, hi)
+        if op is not None:
+            st.session_state["tl_focus"] = (op, (lo, hi))  # the page says which call it opened on
     else:
         st.session_state.pop("tl_window", None)
     st.session_state["tl_zoom"] = st.session_state.get("tl_zoom", 0) + 1

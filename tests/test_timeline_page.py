@@ -92,7 +92,9 @@ def _open_ai_cpu_op_from_fallback(monkeypatch, db: Path, caplog):  # noqa: ANN00
 
     monkeypatch.setattr(policies.runtime, "exists", lambda: True)
     monkeypatch.setattr(policies, "_shown_default_value_warning", False)
-    monkeypatch.setattr(policies._LOGGER, "propagate", True)  # Streamlit's loggers do not reach caplog otherwise
+    monkeypatch.setattr(
+        policies._LOGGER, "propagate", True
+    )  # Streamlit's loggers do not reach caplog otherwise
     at = open_page(monkeypatch, db, TIMELINE)
     at.selectbox(key="tl_run").select(_run_id(at, "mstt_timeline_advice")).run()
     at.switch_page("app_pages/05_fallback.py").run()
@@ -125,3 +127,7 @@ def test_show_on_timeline_for_one_op_holds_only_that_op(monkeypatch, tl_db, capl
     }
     assert names == {"aclnnReduceSum_CastAiCpu_Cast"}
     assert {m.label: m.value for m in at.metric}["AI_CPU tasks in window"] == "1"
+    assert any(
+        c.value.startswith("Opened on the first call of **aclnnReduceSum_CastAiCpu_Cast**")
+        for c in at.caption
+    )

@@ -94,6 +94,12 @@ lo_ms, hi_ms = c1.slider(
 c2.button("Reset zoom", key="tl_reset", on_click=_on_reset)
 window = (origin + int(lo_ms * 1e6), origin + int(hi_ms * 1e6))
 
+focus = st.session_state.get("tl_focus")
+if focus and tuple(focus[1]) == tuple(st.session_state.get("tl_window") or ()):
+    st.caption(
+        f"Opened on the first call of **{focus[0]}** in the range asked for; pick “whole run” or widen the window "
+        "to see its other calls."
+    )
 tl = data.timeline(fp, run_id, window[0], window[1], data.TIMELINE_MAX_MARKS)
 if tl is None:
     st.info("This run has no timed events.")

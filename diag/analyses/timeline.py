@@ -180,15 +180,15 @@ FOCUS_PAD_FRACTION = 0.05  # of the focused span, on each side: enough to see it
 
 def focus_window(
     store: Store, run_id: int, start_ns: int, end_ns: int, names: tuple[str, ...] = ()
-) -> tuple[int, int]:
+) -> tuple[int, int, str | None]:
     """The window to open for a range (a finding's) or for an op: its own span, padded by a small fraction.
 
     With ``names``, the range is narrowed to the first device task of one of those names inside it (an op with
     several calls opens on its first). The padding stops at the nearest device task of another name on the
     same stream, so the window never holds a neighbouring op; without ``names`` it stops at the nearest device
-    task wholly outside the range, on any stream."""
+    task wholly outside the range, on any stream. Returns (start_ns, end_ns, the op focused on or None)."""
     cur = store.cursor()
-    stream = None
+    stream = name = None
     if names:
         rows = cur.execute(
             """SELECT start_ns, start_ns + dur_ns, stream, name FROM device_tasks
@@ -211,4 +211,4 @@ def focus_window(
     ).fetchall()[0]
     lo = start_ns - pad if prev_end is None else max(start_ns - pad, int(prev_end))
     hi = end_ns + pad if next_start is None else min(end_ns + pad, int(next_start))
-    return lo, max(hi, lo + 1)
+    return lo, max(hi, lo + 1), name
