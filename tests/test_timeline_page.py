@@ -131,3 +131,13 @@ def test_show_on_timeline_for_one_op_holds_only_that_op(monkeypatch, tl_db, capl
         c.value.startswith("Opened on the first call of **aclnnReduceSum_CastAiCpu_Cast**")
         for c in at.caption
     )
+
+
+def test_page_offers_the_run_as_a_chrome_trace(monkeypatch, tl_db):
+    from app import data
+
+    at = _timeline_on(monkeypatch, tl_db, "mstt_timeline_advice")
+    buttons = at.get("download_button")
+    assert [b.proto.label for b in buttons] == ["Download as a Chrome / Perfetto trace (.json)"]
+    trace = json.loads(data.chrome_trace_bytes(_run_id(at, "mstt_timeline_advice")))
+    assert sum(1 for e in trace["traceEvents"] if e.get("cat") == "ai_cpu") == 2

@@ -117,7 +117,7 @@ else:
         + (" ▼ marks bins holding AI_CPU (CPU-fallback) tasks." if tl.has_ai_cpu else "")
     )
 tiles = st.columns(3)
-tiles[0].metric(f"rows drawn ({tl.device_word} streams, host threads)", f"{len(tl.lanes):,}")
+tiles[0].metric("rows drawn", f"{len(tl.lanes):,}")
 tiles[1].metric("window (ms)", f"{(tl.window_end_ns - tl.window_start_ns) / 1e6:,.3f}")
 if tl.has_ai_cpu:  # AI_CPU is Ascend's CPU fallback: no such tile on a GPU
     ai_cpu_marks = (
