@@ -161,7 +161,7 @@ def open_in_timeline(
     st.session_state.pop("tl_focus", None)
     if start_ns is not None and end_ns is not None:
         lo, hi, op = tl_analysis.focus_window(store(), run_id, start_ns, end_ns, tuple(names))
-        st.session_state["tl_window"] = (lo, hi)
+        st.session_state["tl_window"], st.session_state["tl_window_run"] = (lo, hi), run_id
         if op is not None:
             st.session_state["tl_focus"] = (op, (lo, hi))  # the page says which call it opened on
     else:

@@ -141,3 +141,25 @@ def test_page_offers_the_run_as_a_chrome_trace(monkeypatch, tl_db):
     assert [b.proto.label for b in buttons] == ["Download as a Chrome / Perfetto trace (.json)"]
     trace = json.loads(data.chrome_trace_bytes(_run_id(at, "mstt_timeline_advice")))
     assert sum(1 for e in trace["traceEvents"] if e.get("cat") == "ai_cpu") == 2
+
+
+def test_a_window_of_another_run_is_not_applied(monkeypatch, tl_db, caplog):
+    at = _open_ai_cpu_op_from_fallback(monkeypatch, tl_db, caplog)
+    at.session_state["run_id"] = _run_id(at, "h100_decode")  # another page selects the CUDA run
+    at.switch_page(TIMELINE).run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="tl_step").value == "whole run"
+    assert at.caption[0].value.startswith("208 events in this window, drawn one by one.")
+
+
+def test_dense_window_hovers_give_the_bin_in_ms(monkeypatch, tl_db):
+    from app import data
+
+    monkeypatch.setattr(data, "TIMELINE_MAX_MARKS", 300)
+    at = _timeline_on(monkeypatch, tl_db, "mstt_timeline_advice")
+    heatmap = next(t for t in _figure(at)["data"] if t["type"] == "heatmap")
+    assert "t=" not in heatmap["hovertemplate"] and "%{customdata[3]}" in heatmap["hovertemplate"]
+    first = heatmap["customdata"][0][3]
+    assert first.startswith("bin from ") and " ms · dur " in first and first.endswith(" ms"), first
+    marker = next(t for t in _figure(at)["data"] if t["name"] == "AI_CPU (CPU fallback)")
+    assert all(row[1].startswith("bin from ") for row in marker["customdata"])

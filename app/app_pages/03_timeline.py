@@ -30,6 +30,7 @@ def _on_step_change() -> None:
 def _on_slide(key: str, origin: int) -> None:
     lo_ms, hi_ms = st.session_state[key]
     st.session_state["tl_window"] = (origin + int(lo_ms * 1e6), origin + int(hi_ms * 1e6))
+    st.session_state["tl_window_run"] = st.session_state.get("tl_run")
 
 
 def _on_reset() -> None:
@@ -59,6 +60,9 @@ origin, end = run["start_ns"], run["end_ns"]
 steps = data.steps(fp, run_id)
 step_span = {s: (lo, hi) for s, lo, hi in steps}
 window = st.session_state.get("tl_window")
+if window is not None and st.session_state.get("tl_window_run") != run_id:  # a window of another run
+    st.session_state.pop("tl_window", None)
+    window = None
 if window is not None:  # inside the run, or the slider refuses it
     window = (min(max(window[0], origin), end), max(min(window[1], end), origin))
 step_options = [WHOLE_RUN] + ([CUSTOM] if window is not None else []) + list(step_span)
@@ -143,6 +147,7 @@ if box:
     if len(xs) == 2:
         a, b = sorted(xs)
         st.session_state["tl_window"] = (origin + int(a * 1e6), origin + int(b * 1e6))
+        st.session_state["tl_window_run"] = run_id
         st.session_state["tl_zoom"] = st.session_state.get("tl_zoom", 0) + 1  # fresh slider and chart state
         st.rerun()
 
