@@ -147,6 +147,14 @@ class _Writer:
         self.summary.overflow_threads += 1 if overflow else 0
         return tid
 
+    def raw_events(self, lines: list[str], ai_cpu: int) -> None:
+        """Complete events already rendered (each a newline and an object); thread metadata is out before them."""
+        if lines:
+            self._emit(lines[0])
+            self.out.write("," + ",".join(lines[1:]) if len(lines) > 1 else "")
+        self.summary.events += len(lines)
+        self.summary.ai_cpu_events += ai_cpu
+
     def complete(self, pid: int, tid: int, rel_ns: int, dur_ns: int, name: str, cat: str, args: str) -> None:
         colour = f',"cname":"{AI_CPU_CNAME}"' if cat == "ai_cpu" else ""
         self._emit(
@@ -171,19 +179,36 @@ def _run_row(store: Store, run_id: int) -> tuple[int, str, str, int | None, str 
     return int(start), str(platform), str(name or ""), device, source
 
 
+def _us_sql(col: str) -> str:
+    """SQL for exact µs with 3 decimals of an ns column (``us_text`` in DuckDB, for non-negative values)."""
+    return f"CAST({col} // 1000 AS VARCHAR) || '.' || lpad(CAST({col} % 1000 AS VARCHAR), 3, '0')"
+
+
+# The event text after pid and tid, built in DuckDB (vectorised): Python only picks the thread
+_BODY = f"""'"ts":' || {_us_sql("rel_ns")} || ',"dur":' || {_us_sql("dur_ns")} || ',"name":' || to_json(name)
+        || ',"cat":' || to_json(cat) || CASE WHEN cat = 'ai_cpu' THEN ',"cname":"{AI_CPU_CNAME}"' ELSE '' END
+        || ',"args":' || coalesce(args, '{{}}') || '}}'"""
+
+
 def _write_source(store: Store, writer: _Writer, source: str, params: dict[str, Any]) -> int:
-    sql = f"SELECT {_COLUMNS} FROM ({_SOURCES[source]}) AS t({_COLUMNS}) {_ORDER}"
+    sql = (
+        f"SELECT proc_key, proc_name, lane_key, lane_name, rel_ns, dur_ns, cat = 'ai_cpu' AS ai_cpu, {_BODY} AS body "
+        f"FROM ({_SOURCES[source]}) AS t({_COLUMNS}) {_ORDER}"
+    )
     used = {k: v for k, v in params.items() if f"${k}" in sql}  # DuckDB refuses a parameter a query lacks
     reader = store.cursor().sql(sql, params=used).to_arrow_reader(BATCH_ROWS)
     n = 0
     for batch in reader:
         cols = batch.to_pydict()
+        proc_keys, lane_keys, rels, durs = cols["proc_key"], cols["lane_key"], cols["rel_ns"], cols["dur_ns"]
+        lines = []
         for i in range(batch.num_rows):
-            pid = writer.pid(cols["proc_key"][i], cols["proc_name"][i])
-            rel, dur = cols["rel_ns"][i], cols["dur_ns"][i]
-            lane = (cols["proc_key"][i], cols["lane_key"][i])
-            tid = writer.tid(pid, lane, cols["lane_name"][i], rel, rel + dur)
-            writer.complete(pid, tid, rel, dur, cols["name"][i], cols["cat"][i], cols["args"][i])
+            pid = writer.pid(proc_keys[i], cols["proc_name"][i])
+            tid = writer.tid(
+                pid, (proc_keys[i], lane_keys[i]), cols["lane_name"][i], rels[i], rels[i] + durs[i]
+            )
+            lines.append(f'\n{{"ph":"X","pid":{pid},"tid":{tid},{cols["body"][i]}')
+        writer.raw_events(lines, sum(cols["ai_cpu"]))
         n += batch.num_rows
     return n
 
