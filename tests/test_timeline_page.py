@@ -163,3 +163,29 @@ def test_dense_window_hovers_give_the_bin_in_ms(monkeypatch, tl_db):
     assert first.startswith("bin from ") and " ms · dur " in first and first.endswith(" ms"), first
     marker = next(t for t in _figure(at)["data"] if t["name"] == "AI_CPU (CPU fallback)")
     assert all(row[1].startswith("bin from ") for row in marker["customdata"])
+
+
+def test_focus_window_padding_stops_before_a_neighbouring_op(tl_db):
+    from app import data
+    from diag.analyses import timeline
+
+    store = data._store(str(tl_db))[0]  # the app's own store: DuckDB allows one configuration of a file
+    cur = store.cursor()
+    run = cur.execute("SELECT run_id FROM runs WHERE platform = 'cuda'").fetchall()[0][0]
+    gemm, start, end = cur.execute(
+        """SELECT name, start_ns, start_ns + dur_ns FROM device_tasks WHERE run_id = ? AND name LIKE 'sm90_xmma%'
+           ORDER BY dur_ns DESC LIMIT 1""",
+        [run],
+    ).fetchall()[0]
+    prev_end, next_start = cur.execute(
+        """SELECT max(start_ns + dur_ns) FILTER (WHERE start_ns + dur_ns <= $s),
+                  min(start_ns) FILTER (WHERE start_ns >= $e) FROM device_tasks WHERE run_id = $r""",
+        {"s": start, "e": end, "r": run},
+    ).fetchall()[0]
+    # 5% padding (15,924 ns) would reach the kernels 2 µs before and after
+    assert (end - start, start - prev_end, next_start - end) == (318_495, 2_000, 2_000)
+    lo, hi, op = timeline.focus_window(store, run, start, end, (gemm,))
+    assert (op, lo, hi) == (gemm, prev_end, next_start)
+    tl = timeline.build_timeline(store, run, lo, hi)
+    lanes, names = tl.events.column("lane").to_pylist(), tl.events.column("name").to_pylist()
+    assert {n for lane, n in zip(lanes, names, strict=True) if lane == "GPU · Stream 7"} == {gemm}
