@@ -147,15 +147,25 @@ def save_notes(
         return postmortem_notes.save_notes(store(), values, run_id, job_id)
 
 
-def open_in_timeline(run_id: int, start_ns: int | None, end_ns: int | None) -> None:
-    """Select a run and a time window for the Timeline page (pages call st.switch_page after this)."""
+def open_in_timeline(
+    run_id: int, start_ns: int | None, end_ns: int | None, names: tuple[str, ...] | list[str] = ()
+) -> None:
+    """Select a run and a time window for the Timeline page (pages call st.switch_page after this).
+
+    The window is the range's own span (with ``names``: the first call of that op in it), padded by a small
+    fraction that never reaches a neighbouring op (``diag.analyses.timeline.focus_window``). Only plain state is
+    set here: the Timeline page puts it into its widgets before drawing them (no Session State warning)."""
     st.session_state["run_id"] = run_id
     st.session_state["step"] = None
-    st.session_state["tl_run"] = run_id  # the Timeline page's own widgets start from this choice
-    st.session_state["tl_step"] = None
+    st.session_state.pop("tl_step", None)  # the page shows "custom window" for a window that is not a step
+    st.session_state.pop("tl_focus", None)
     if start_ns is not None and end_ns is not None:
-        pad = max((end_ns - start_ns) // 20, 1000)
-        st.session_state["tl_window"] = (start_ns - pad, end_ns + pad)
+        lo, hi, op = tl_analysis.focus_window(store(), run_id, start_ns, end_ns, tuple(names))
+        st.session_state["tl_window"], st.session_state["tl_window_run"] = (lo, hi), run_id
+        if op is not None:
+            st.session_state["tl_focus"] = (op, (lo, hi))  # the page says which call it opened on
+    else:
+        st.session_state.pop("tl_window", None)
     st.session_state["tl_zoom"] = st.session_state.get("tl_zoom", 0) + 1
 
 
@@ -220,3 +230,15 @@ def _serving_comparison_for_runs(fp: str, rules_stamp: str, run_a: int, run_b: i
 def serving_comparison_for_runs(fp: str, run_a: int, run_b: int) -> dict | None:
     """Serving figures of profile run A's deployment against run B's, or None when either has none."""
     return _serving_comparison_for_runs(fp, _serving_rules_stamp(), run_a, run_b)
+
+
+def chrome_trace_bytes(run_id: int) -> bytes:
+    """The run as a Chrome / Perfetto trace (diag export --format chrome), built when the user clicks download."""
+    import tempfile
+
+    from diag import chrome_trace
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "trace.json"
+        chrome_trace.write_chrome_trace(store(), run_id, path)
+        return path.read_bytes()

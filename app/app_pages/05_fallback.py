@@ -51,7 +51,7 @@ for i, o in enumerate(device):
             with st.expander("call stack"):
                 st.code(o.call_stack.replace(";", "\n"), language=None)
         if st.button("Show on the timeline", key=f"fb_tl_{i}"):
-            data.open_in_timeline(run_id, o.first_start_ns, o.last_end_ns)
+            data.open_in_timeline(run_id, o.first_start_ns, o.last_end_ns, names=o.names)
             st.switch_page("app_pages/03_timeline.py")
 if host:
     st.subheader("Possible host CPU fallbacks (inferred)")
