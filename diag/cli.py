@@ -9,6 +9,7 @@ import typer
 
 from diag import __version__
 from diag.commands import COMMANDS
+from diag.commands._format import CONTROL_CHARS
 from diag.errors import DiagError
 
 app = typer.Typer(
@@ -70,7 +71,8 @@ INTERNAL_ERROR = 70  # EX_SOFTWARE (sysexits.h): distinct from 1 (a DiagError) a
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split())
+    """One line, its control characters (an escape sequence in a file name) shown as ``\\xNN``."""
+    return CONTROL_CHARS.sub(lambda m: f"\\x{ord(m.group()):02x}", " ".join(text.split()))
 
 
 def usage_error_text(exc: Exception) -> str:

@@ -92,3 +92,17 @@ def test_an_unreadable_folder_is_named_not_silently_skipped(tmp_path):
         (top / "locked").chmod(0o755)
     failed = [o for o in outcomes if o.status == "failed"]
     assert len(failed) == 1 and "folder not readable" in failed[0].message
+
+
+def test_terminal_escape_sequences_in_names_are_printed_as_text(tmp_path):
+    run = tmp_path / "run\x1b[31m\x1b]0;pwned\x07red"
+    run.mkdir()
+    shutil.copy(KINETO, run / "t.json")
+    missing = tmp_path / "gone\x1b[2J"
+    proc = subprocess.run(
+        [sys.executable, "-m", "diag.cli", "ingest", str(run), str(missing), "--db", str(tmp_path / "e.duckdb")],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert "\x1b" not in out and "\x07" not in out
+    assert "run\\x1b[31m\\x1b]0;pwned\\x07red" in out and "gone\\x1b[2J" in out

@@ -10,9 +10,8 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
-from diag.commands._format import fmt_bytes, fmt_ns  # noqa: F401 - the names commands imported from here
+from diag.commands._format import escape, fmt_bytes, fmt_ns  # noqa: F401 - the names commands imported from here
 from diag.store import DEFAULT_DB
 
 DbOption = Annotated[str, typer.Option("--db", help="DuckDB file to use.", envvar="DIAG_DB")]

@@ -8,14 +8,22 @@ apart in that output.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from rich.markup import escape
+from rich.markup import escape as markup_escape
 from rich.table import Table
 
 MISSING = "—"
+# C0 / C1 control characters but tab and newline: an escape sequence in a folder name would drive the terminal
+CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def escape(text: str) -> str:
+    """Untrusted text for a Rich console: markup escaped, control characters shown as ``\\xNN``."""
+    return markup_escape(CONTROL_CHARS.sub(lambda m: f"\\x{ord(m.group()):02x}", text))
 
 
 def cell(value: Any) -> str:

@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from diag.analyses.serving import accept, compare_serving, load_thresholds
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
-from diag.commands._format import cell, fmt_num, fmt_pct, table
+from diag.commands._format import cell, escape, fmt_num, fmt_pct, table
 from diag.errors import DiagError
 from diag.store import Store
 

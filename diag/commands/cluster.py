@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from diag.analyses.cluster import ClusterView, cluster_view, list_jobs
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
-from diag.commands._format import cell, fmt_count, fmt_ns, fmt_num, fmt_pct, table
+from diag.commands._format import cell, escape, fmt_count, fmt_ns, fmt_num, fmt_pct, table
 from diag.errors import DiagError
 from diag.grouping import describe_grouping
 from diag.store import Store

@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from diag.analyses.compare import Comparison
 from diag.analyses.compare import compare as compare_runs
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
-from diag.commands._format import cell, fmt_count, fmt_ms, fmt_ratio, table
+from diag.commands._format import cell, escape, fmt_count, fmt_ms, fmt_ratio, table
 from diag.errors import DiagError
 from diag.store import Store
 

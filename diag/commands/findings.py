@@ -6,7 +6,6 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
 from diag.analyses.counts import KernelCounts, kernel_counts
 from diag.analyses.findings import device_findings
@@ -14,7 +13,17 @@ from diag.analyses.log_diagnosis import log_findings
 from diag.analyses.runs import list_runs
 from diag.analyses.stall_breakdown import BUCKET_LABELS, BUCKETS, Breakdown, StepBreakdown, breakdown
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, per_run, print_failed, print_json
-from diag.commands._format import MISSING, cell, fmt_count, fmt_ns, fmt_pct, fmt_share, path_tails, table
+from diag.commands._format import (
+    MISSING,
+    cell,
+    escape,
+    fmt_count,
+    fmt_ns,
+    fmt_pct,
+    fmt_share,
+    path_tails,
+    table,
+)
 from diag.errors import DiagError
 from diag.store import Store
 

@@ -8,7 +8,6 @@ import threading
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -20,7 +19,7 @@ from rich.progress import (
 )
 
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, fmt_bytes, print_json
-from diag.commands._format import MISSING, fmt_count
+from diag.commands._format import MISSING, escape, fmt_count
 from diag.discover import Candidate
 from diag.ingest import DEFAULT_MAX_FILE_BYTES, FileOutcome, Ingestor, IngestSummary
 from diag.store import Store

@@ -37,11 +37,10 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from diag.analyses.log_diagnosis import LogScope, RootCause, classified_records, log_scope
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
-from diag.commands._format import MISSING, cell, fmt_count, path_tails, table
+from diag.commands._format import MISSING, cell, escape, fmt_count, path_tails, table
 from diag.errors import DiagError
 from diag.store import Store
 

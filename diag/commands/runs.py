@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import typer
-from rich.markup import escape
 
 from diag.analyses.runs import list_runs
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
-from diag.commands._format import cell, fmt_count, fmt_ns, path_tails, table
+from diag.commands._format import cell, escape, fmt_count, fmt_ns, path_tails, table
 from diag.store import Store
 
 

@@ -6,10 +6,9 @@ from typing import Annotated
 
 import duckdb
 import typer
-from rich.markup import escape
 
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
-from diag.commands._format import MISSING, table
+from diag.commands._format import MISSING, escape, table
 from diag.errors import DiagError
 from diag.store import Store
 
