@@ -12,6 +12,8 @@ from diag.commands._format import MISSING, escape, table
 from diag.errors import DiagError
 from diag.store import Store
 
+SANDBOX = ("SET enable_external_access = false", "SET lock_configuration = true")
+
 
 def sql(
     query: Annotated[str, typer.Argument(help="A SQL query; the database is opened read-only.")],
@@ -21,10 +23,18 @@ def sql(
 ) -> None:
     """Run a read-only SQL query (power users, incident scripts)."""
     with Store(db, read_only=True) as store:
+        # the store's tables and views only: no file read or written (COPY, EXPORT, read_text, glob, ATTACH),
+        # no extension installed or loaded, and no setting changed back
+        for setting in SANDBOX:
+            store.con.execute(setting)
         try:
             cur = store.cursor().execute(query)
+        except duckdb.PermissionException as exc:
+            raise DiagError(
+                f"query refused: diag sql reads the database's own tables and views only ({_one_line(exc)})"
+            ) from None
         except duckdb.Error as exc:
-            raise DiagError(f"query failed: {' '.join(str(exc).split())}") from None
+            raise DiagError(f"query failed: {_one_line(exc)}") from None
         names = [d[0] for d in cur.description or []]
         rows = cur.fetchmany(limit + 1) if names else []
     more, rows = len(rows) > limit, rows[:limit]
@@ -37,6 +47,10 @@ def sql(
     for r in rows:
         tbl.add_row(*(MISSING if v is None else escape(str(v)) for v in r))
     console().print(tbl)
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())
 
 
 def register(app: typer.Typer) -> None:
