@@ -17,7 +17,14 @@ import duckdb
 from diag.errors import BadInputError
 from diag.store import q
 from parsers._base import ParseContext, ParseResult, Probe
-from parsers._io import json_array_is_complete, json_array_prefix, one_line, read_json_array_sql
+from parsers._io import (
+    add_partial,
+    drop_untimed_events,
+    json_array_is_complete,
+    json_array_prefix,
+    one_line,
+    read_json_array_sql,
+)
 from parsers._json_split import remove as remove_parts
 from parsers._json_split import split_array
 from parsers._sql import task_kind, us_text_to_ns
@@ -136,6 +143,7 @@ class AscendTraceViewParser:
         finally:
             if parts != [path]:
                 remove_parts(parts)
+        add_partial(result, drop_untimed_events(con, "_tv", ctx.display))
         q(con, "CREATE TEMP TABLE _procs AS SELECT pid, any_value(a.name) AS process FROM _tv "
                "WHERE ph = 'M' AND name = 'process_name' GROUP BY pid")  # fmt: skip
         q(con, "CREATE TEMP TABLE _threads AS SELECT pid, tid, any_value(a.name) AS thread FROM _tv "

@@ -38,7 +38,7 @@ from diag.errors import BadInputError
 from diag.store import default_memory_limit, q, sql_literal
 from parsers._base import ParseContext, ParseResult, Probe
 from parsers._gpu_vendor import is_rocm
-from parsers._io import element_ends, one_line, read_json_array_sql
+from parsers._io import add_partial, drop_untimed_events, element_ends, one_line, read_json_array_sql
 from parsers._json_split import remove as remove_parts
 from parsers._json_split import split_array
 
@@ -363,6 +363,7 @@ class KinetoTraceParser:
         finally:
             if parts != [ex.events]:
                 remove_parts(parts)
+        add_partial(result, drop_untimed_events(con, "_kt", ctx.display))
 
         def insert(table: str, sql: str) -> None:
             result.add(table, q(con, sql)[0][0])

@@ -5,6 +5,7 @@ input, the rest of the batch is ingested, nothing hangs."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -16,7 +17,7 @@ import pytest
 
 from diag import archives
 from diag.store import Store
-from tests.conftest import FIXTURES, ROOT, ingest_into
+from tests.conftest import FIXTURES, ROOT, cli_json, ingest_into, query
 
 KINETO = FIXTURES / "kineto" / "ok_legacy_capitalised.json"
 
@@ -106,3 +107,34 @@ def test_terminal_escape_sequences_in_names_are_printed_as_text(tmp_path):
     out = proc.stdout + proc.stderr
     assert "\x1b" not in out and "\x07" not in out
     assert "run\\x1b[31m\\x1b]0;pwned\\x07red" in out and "gone\\x1b[2J" in out
+
+
+def _kineto_with_bad_ts(path: Path, how_many: int | None) -> Path:
+    data = json.loads(KINETO.read_text())
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    timed = [e for e in events if e.get("ph") == "X"]
+    for e in timed[: how_many if how_many is not None else len(timed)]:
+        e["ts"] = "abc"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_a_trace_whose_times_do_not_read_is_refused_not_stored_ok(tmp_path):
+    path = _kineto_with_bad_ts(tmp_path / "bad_ts.json", None)
+    (outcome,) = _ingest(tmp_path / "t.duckdb", path)
+    assert outcome.status == "failed"
+    assert outcome.message == f"{path}: none of its 5 complete events has a readable 'ts' / 'dur'"
+
+
+def test_events_whose_times_do_not_read_are_left_out_and_named(tmp_path):
+    path = _kineto_with_bad_ts(tmp_path / "some_bad_ts.json", 2)
+    db = tmp_path / "p.duckdb"
+    (outcome,) = _ingest(db, path)
+    assert outcome.status == "partial"
+    assert (
+        outcome.message == "partial: 2 of 5 complete events have no readable 'ts' / 'dur' and were not stored"
+    )
+    assert query(db, "SELECT count(*) FROM device_tasks WHERE start_ns IS NULL") == [(0,)]
+    assert query(db, "SELECT count(*) FROM host_ops WHERE start_ns IS NULL") == [(0,)]
+    code, out = cli_json("compare", "1", "1", "--db", str(db))
+    assert code == 0 and out
