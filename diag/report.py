@@ -11,12 +11,11 @@ import json
 import re
 from typing import Any
 
+from diag.analyses.evidence_view import MISSING, Block, LogLines, RunClock, Table, TimeRange, evidence_blocks
 from diag.analyses.postmortem import Postmortem
 from diag.analyses.postmortem_serving import check_text
 
 MAX_ROWS = 20  # rows per table / statements per section
-MAX_EVIDENCE_CHARS = 2000  # JSON evidence shown per statement
-MAX_LINE_CHARS = 1000  # one log line
 _MD_SPECIALS = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~&])")
 
 
@@ -31,23 +30,73 @@ def md_fence(body: str, lang: str = "") -> str:
     return f"{fence}{lang}\n{body}\n{fence}"
 
 
-def _evidence_json(ev: dict[str, Any]) -> str:
-    rest = {k: v for k, v in ev.items() if k != "log_lines" and v not in (None, {}, [])}
-    if not rest:
-        return ""
-    text = json.dumps(rest, ensure_ascii=False, default=str, indent=1)
-    return text if len(text) <= MAX_EVIDENCE_CHARS else text[:MAX_EVIDENCE_CHARS] + "\n… (truncated)"
+def clock(pm: Postmortem) -> RunClock:
+    """The capture window the report's times are counted from: the run's, or (a job) from its first rank's start."""
+    ranks = [
+        r for r in pm.ranks if r.get("capture_start_ns") is not None and r.get("capture_end_ns") is not None
+    ]
+    if pm.run_id is not None:
+        mine = [r for r in ranks if r["run_id"] == pm.run_id]
+        return (
+            RunClock(mine[0]["capture_start_ns"], mine[0]["capture_end_ns"], pm.run_id)
+            if mine
+            else RunClock()
+        )
+    if ranks:
+        start, end = min(r["capture_start_ns"] for r in ranks), max(r["capture_end_ns"] for r in ranks)
+        return RunClock(start, end, None, "the job's start")
+    return RunClock()
 
 
-def _log_text(ev: dict[str, Any]) -> str:
-    lines = []
-    for line in ev.get("log_lines") or []:
-        raw = str(line.get("raw", ""))[:MAX_LINE_CHARS]
-        lines.append(f"{line.get('file')}:{line.get('line_no')}: {raw}")
-    return "\n".join(lines)
+def _log_text(block: LogLines) -> str:
+    """Log lines as ``file:line: text`` (verbatim), each followed by its stored next lines."""
+    out = []
+    for line in block.lines:
+        out.append(f"{line.where}: {line.text}")
+        out += [f"    {c}" for c in line.context]
+    return "\n".join(out + ([f"… {block.more} more line(s)"] if block.more else []))
 
 
-def _sections(pm: Postmortem) -> list[tuple[str, list[dict[str, Any]]]]:
+def _md_evidence(blocks: list[Block]) -> list[str]:
+    """Log lines in a fence (always shown); tables and the time range in a <details> that GitHub renders."""
+    out: list[str] = []
+    for b in blocks:
+        if isinstance(b, LogLines):
+            out += ["", "  Log evidence (file:line):", "", _indent(md_fence(_log_text(b), "text")), ""]
+    rest: list[str] = []
+    for b in blocks:
+        if isinstance(b, Table):
+            rest += ([f"  {md_escape(b.title)}:", ""] if b.title else []) + [
+                "  " + line for line in _md_table(tuple(b.columns), b.rows)
+            ]
+            rest += [f"  … {b.more} more row(s) (see the JSON report)"] if b.more else []
+            rest += [""]
+        elif isinstance(b, TimeRange):
+            rest += [f"  Time range: {md_escape(b.text)}", ""]
+    if rest:
+        out += ["", "  <details><summary>evidence</summary>", "", *rest, "  </details>", ""]
+    return out
+
+
+def _html_evidence(blocks: list[Block]) -> list[str]:
+    out = [f"<pre>{_e(_log_text(b))}</pre>" for b in blocks if isinstance(b, LogLines)]
+    rest = []
+    for b in blocks:
+        if isinstance(b, Table):
+            rest.append(
+                (f"<p><b>{_e(b.title)}</b></p>" if b.title else "") + _html_table(tuple(b.columns), b.rows)
+            )
+            if b.more:
+                rest.append(f'<p class="muted">… {b.more} more row(s) (see the JSON report)</p>')
+        elif isinstance(b, TimeRange):
+            rest.append(f'<p class="muted">Time range: {_e(b.text)}</p>')
+    if rest:
+        out.append("<details><summary>evidence</summary>" + "".join(rest) + "</details>")
+    return out
+
+
+def sections(pm: Postmortem) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The report's sections in order: (name, statements as dicts with text and evidence)."""
     rc = [pm.root_cause["statement"]] if pm.root_cause else []
     j = pm.to_json()
     return [
@@ -59,7 +108,7 @@ def _sections(pm: Postmortem) -> list[tuple[str, list[dict[str, Any]]]]:
     ]
 
 
-def _title(pm: Postmortem) -> str:
+def title(pm: Postmortem) -> str:
     return (pm.notes or {}).get("title") or pm.title
 
 
@@ -72,7 +121,8 @@ def to_json(pm: Postmortem) -> str:
 
 def to_markdown(pm: Postmortem) -> str:
     notes = pm.notes or {}
-    out = [f"# {md_escape(_title(pm))}", "", f"Scope: {md_escape(pm.scope)}", ""]
+    when = clock(pm)
+    out = [f"# {md_escape(title(pm))}", "", f"Scope: {md_escape(pm.scope)}", ""]
     out += [md_escape(notes.get("summary") or pm.summary), ""]
     if notes.get("owner"):
         out += [f"Owner: {md_escape(notes['owner'])}", ""]
@@ -85,20 +135,13 @@ def to_markdown(pm: Postmortem) -> str:
         ]
         if r.get("explanation"):
             out += [md_escape(r["explanation"]), ""]
-    for name, items in _sections(pm):
+    for name, items in sections(pm):
         out += [f"## {name}", ""]
         if not items:
             out += ["_Nothing in the data._", ""]
         for st in items[:MAX_ROWS]:
             out += [f"- {md_escape(st['text'])}"]
-            ev = st.get("evidence") or {}
-            logs = _log_text(ev)
-            if logs:
-                out += ["", "  Log evidence (file:line):", "", _indent(md_fence(logs, "text")), ""]
-            figures = _evidence_json(ev)
-            if figures:
-                out += ["", "  <details><summary>evidence</summary>", "", _indent(md_fence(figures, "json")),
-                        "", "  </details>", ""]  # fmt: skip
+            out += _md_evidence(evidence_blocks(st.get("evidence") or {}, when))
         if len(items) > MAX_ROWS:
             out += [f"- … {len(items) - MAX_ROWS} more (see the JSON report)"]
         out += [""]
@@ -108,7 +151,7 @@ def to_markdown(pm: Postmortem) -> str:
         out += [""] if pm.comparison.get("warnings") else []
         out += ["| op class | per step (ms) | baseline per step (ms) | ratio | lost per step (ms) |", "|---|---|---|---|---|"]  # fmt: skip
         for c in pm.comparison["top_losses"]:
-            ratio = f"{c['ratio']:.2f}" if c["ratio"] else "-"
+            ratio = f"{c['ratio']:.2f}" if c["ratio"] else MISSING
             out += [
                 f"| {md_escape(c['op_class'])} | {c['per_step_a_ns'] / 1e6:.3f} | {c['per_step_b_ns'] / 1e6:.3f} "
                 f"| {ratio} | {c['delta_per_step_ms']:.3f} |"
@@ -146,7 +189,7 @@ SERVING_COMPARE_COLUMNS = ("figure", "this deployment", "baseline", "ratio", "ga
 
 def _num(v: Any) -> str:
     if v is None:
-        return "-"
+        return MISSING
     return f"{int(v):,}" if isinstance(v, int) else f"{v:,.2f}"
 
 
@@ -154,7 +197,7 @@ def _serving_rows(pm: Postmortem) -> list[list[str]]:
     return [
         [str(r["label"]), str(r["platform"] or "?"), str(r["hardware"] or "?"), _num(r["max_concurrency"]),
          _num(r["ttft_p99_ms"]), _num(r["tpot_p99_ms"]), _num(r["output_throughput_tps"]), str(r["verdict"]),
-         "; ".join(check_text(c) for c in r["checks"] or [] if c["verdict"] == "fail") or "-"]
+         "; ".join(check_text(c) for c in r["checks"] or [] if c["verdict"] == "fail") or MISSING]
         for r in pm.serving[:MAX_ROWS]
     ]  # fmt: skip
 
@@ -163,7 +206,7 @@ def _serving_compare_rows(pm: Postmortem) -> list[list[str]]:
     cmp = pm.serving_comparison or {}
     return [
         [f"{f['figure']} ({f['unit']})", _num(f["a"]), _num(f["b"]), _num(f["ratio"]),
-         "-" if f["gap_pct"] is None else f"{f['gap_pct']:+.1f}%" + (" ⚠" if f["worse"] else "")]
+         MISSING if f["gap_pct"] is None else f"{f['gap_pct']:+.1f}%" + (" ⚠" if f["worse"] else "")]
         for f in cmp.get("figures", []) if f["a"] is not None or f["b"] is not None
     ]  # fmt: skip
 
@@ -223,14 +266,18 @@ RANK_COLUMNS = (
 def _rank_cells(r: dict[str, Any]) -> list[str]:
     ff = r.get("first_fatal") or {}
     first = (
-        f"{ff.get('category')} ({ff.get('file', '').rsplit('/', 1)[-1]}:{ff.get('line_no')})" if ff else "-"
+        f"{ff.get('category')} ({ff.get('file', '').rsplit('/', 1)[-1]}:{ff.get('line_no')})"
+        if ff
+        else MISSING
     )
     return [
-        "-" if r["rank"] is None else str(r["rank"]),
+        MISSING if r["rank"] is None else str(r["rank"]),
         str(r["run_id"]),
         f"{r['steps']} ({r['step_source']})" if r["step_source"] else "no step data",
-        f"{r['step_mean_ns'] / 1e6:,.3f}" if r["step_mean_ns"] is not None else "-",
-        f"{r['step_max_ns'] / 1e6:,.3f} (step {r['slowest_step']})" if r["step_max_ns"] is not None else "-",
+        f"{r['step_mean_ns'] / 1e6:,.3f}" if r["step_mean_ns"] is not None else MISSING,
+        f"{r['step_max_ns'] / 1e6:,.3f} (step {r['slowest_step']})"
+        if r["step_max_ns"] is not None
+        else MISSING,
         ", ".join(map(str, r["failed_steps"])) or "0",
         first,
     ]
@@ -282,11 +329,12 @@ def _svg_chart(chart: list[dict[str, Any]]) -> str:
 
 def to_html(pm: Postmortem) -> str:
     notes = pm.notes or {}
+    when = clock(pm)
     out = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{_e(_title(pm))}</title><style>{CSS}</style></head><body>",
-        f"<h1>{_e(_title(pm))}</h1>",
+        f"<title>{_e(title(pm))}</title><style>{CSS}</style></head><body>",
+        f"<h1>{_e(title(pm))}</h1>",
         f'<p class="muted">Scope: {_e(pm.scope)}</p>',
         f"<p>{_e(notes.get('summary') or pm.summary)}</p>",
     ]
@@ -298,21 +346,15 @@ def to_html(pm: Postmortem) -> str:
             f'<div class="rc"><b>Root cause category:</b> {_e(r["category"])} ({_e(r["severity"])}, from '
             f"{_e(r['source'])} evidence)<br>{_e(r.get('explanation', ''))}</div>"
         )
-    for name, items in _sections(pm):
+    for name, items in sections(pm):
         out.append(f"<h2>{_e(name)}</h2>")
         if not items:
             out.append('<p class="muted">Nothing in the data.</p>')
             continue
         out.append("<ul>")
         for st in items[:MAX_ROWS]:
-            ev = st.get("evidence") or {}
             out.append(f"<li>{_e(st['text'])}")
-            logs = _log_text(ev)
-            if logs:
-                out.append(f"<pre>{_e(logs)}</pre>")
-            figures = _evidence_json(ev)
-            if figures:
-                out.append(f"<details><summary>evidence</summary><pre>{_e(figures)}</pre></details>")
+            out += _html_evidence(evidence_blocks(st.get("evidence") or {}, when))
             out.append("</li>")
         if len(items) > MAX_ROWS:
             out.append(f"<li>… {len(items) - MAX_ROWS} more (see the JSON report)</li>")
@@ -328,7 +370,7 @@ def to_html(pm: Postmortem) -> str:
             "<th>lost per step (ms)</th></tr>",
         ]
         for c in pm.comparison["top_losses"][:MAX_ROWS]:
-            ratio = f"{c['ratio']:.2f}" if c["ratio"] else "-"
+            ratio = f"{c['ratio']:.2f}" if c["ratio"] else MISSING
             out.append(
                 f"<tr><td>{_e(c['op_class'])}</td><td>{c['per_step_a_ns'] / 1e6:.3f}</td>"
                 f"<td>{c['per_step_b_ns'] / 1e6:.3f}</td><td>{ratio}</td><td>{c['delta_per_step_ms']:.3f}</td></tr>"
@@ -356,6 +398,43 @@ def to_html(pm: Postmortem) -> str:
         out.append(f'<p class="muted">Notes saved {_e(notes["updated_at"])} UTC.</p>')
     out.append("</body></html>")
     return "\n".join(out)
+
+
+# -- tables for the app's Postmortem page (the same figures as the reports) ---------------------------------
+
+COMPARISON_COLUMNS = ("op class", "per step (ms)", "baseline per step (ms)", "ratio", "lost per step (ms)")
+
+
+def comparison_rows(pm: Postmortem) -> list[list[str]]:
+    return [
+        [str(c["op_class"]), f"{c['per_step_a_ns'] / 1e6:.3f}", f"{c['per_step_b_ns'] / 1e6:.3f}",
+         f"{c['ratio']:.2f}" if c["ratio"] else MISSING, f"{c['delta_per_step_ms']:.3f}"]
+        for c in (pm.comparison or {}).get("top_losses", [])[:MAX_ROWS]
+    ]  # fmt: skip
+
+
+def serving_tables(pm: Postmortem) -> list[tuple[str, list[str], tuple[str, ...], list[list[str]]]]:
+    """(title, warnings, columns, rows) of the serving sections."""
+    out = []
+    if pm.serving:
+        out.append(("Serving figures (same deployment)", [], SERVING_COLUMNS, _serving_rows(pm)))
+    if pm.serving_comparison:
+        out.append(("Serving against the baseline deployment", list(pm.serving_comparison["warnings"]),
+                    SERVING_COMPARE_COLUMNS, _serving_compare_rows(pm)))  # fmt: skip
+    return out
+
+
+def rank_rows(pm: Postmortem) -> list[list[str]]:
+    return [_rank_cells(r) for r in pm.ranks[:MAX_ROWS]] if pm.ranks and pm.job_id is not None else []
+
+
+def environment_rows(pm: Postmortem) -> list[list[str]]:
+    rows = []
+    for k, v in pm.environment.items():
+        if isinstance(v, dict):
+            v = ", ".join(f"{a}={b}" for a, b in list(v.items())[:MAX_ROWS])
+        rows.append([str(k), MISSING if v in (None, "") else str(v)])
+    return rows
 
 
 def render(pm: Postmortem, fmt: str) -> str:

@@ -78,6 +78,7 @@ class RunClock:
     start_ns: int | None = None
     end_ns: int | None = None
     run_id: int | None = None  # the run a timeline button opens (None: no button)
+    origin: str = "the run's start"  # what the times are counted from, as a person reads it
 
     def inside(self, ns: int) -> bool:
         return self.start_ns is not None and self.end_ns is not None and self.start_ns <= ns <= self.end_ns
@@ -142,7 +143,7 @@ class _View:
 
     def point(self, ns: int) -> str:
         if self.clock.inside(ns):
-            return f"{_ms(ns - self.clock.start_ns)} ms from the run's start"  # type: ignore[operator]
+            return f"{_ms(ns - self.clock.start_ns)} ms from {self.clock.origin}"  # type: ignore[operator]
         return clock_time(ns)
 
     def cell(self, key: str, v: Any) -> str:  # noqa: ANN401
@@ -179,7 +180,7 @@ class _View:
                     if all(self.clock.inside(int(v)) for v in nums):
                         start = self.clock.start_ns or 0
                         cells = [MISSING if v is None else _ms(v - start) for v in values]
-                        return f"{label(key)} (ms from the run's start)", cells
+                        return f"{label(key)} (ms from {self.clock.origin})", cells
                     return f"{label(key)} (clock)", [MISSING if v is None else clock_time(v) for v in values]
                 return f"{label(key)} (ms)", [MISSING if v is None else _ms(v) for v in values]
             if key.endswith("pct"):
@@ -229,7 +230,7 @@ class _View:
         if in_run:
             s = MISSING if start is None else _ms(start - self.clock.start_ns)  # type: ignore[operator]
             e = MISSING if end is None else _ms(end - self.clock.start_ns)  # type: ignore[operator]
-            return TimeRange(f"{s} → {e} ms from the run's start{span}", start, end, True)
+            return TimeRange(f"{s} → {e} ms from {self.clock.origin}{span}", start, end, True)
         s = MISSING if start is None else clock_time(start)
         e = MISSING if end is None else clock_time(end)
         return TimeRange(f"{s} → {e}{span}, clock of the source", start, end, False)
