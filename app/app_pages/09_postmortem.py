@@ -59,7 +59,7 @@ def _root_cause(pm: Postmortem, clock: RunClock) -> None:
             f"{md_escape(r['source'])} evidence)"
         )
         if r.get("explanation"):
-            st.write(r["explanation"])
+            st.markdown(md_escape(r["explanation"]))
         _statement(r["statement"], clock, key="pm_rc")
 
 
@@ -67,11 +67,11 @@ def _report(pm: Postmortem) -> None:
     """The postmortem drawn natively: the same sections, figures and evidence as the downloads."""
     clock = report.clock(pm)
     notes = pm.notes or {}
-    st.header(report.title(pm))
-    st.caption(f"Scope: {pm.scope}")
-    st.write(notes.get("summary") or pm.summary)
+    st.header(md_escape(report.title(pm)))  # titles, op names and paths are text, never Markdown / HTML
+    st.caption(f"Scope: {md_escape(pm.scope)}")
+    st.markdown(md_escape(notes.get("summary") or pm.summary))
     if notes.get("owner"):
-        st.caption(f"Owner: {notes['owner']}")
+        st.caption(f"Owner: {md_escape(notes['owner'])}")
     _root_cause(pm, clock)
     for n, (name, items) in enumerate(report.sections(pm)):
         if name == "Root cause":
