@@ -31,7 +31,7 @@ def _log(block: LogLines) -> None:
     for line in block.lines:
         meta = " · ".join(
             x
-            for x in (line.time, f"rank {line.rank}" if line.rank != "—" else "", line.code)
+            for x in (line.time, f"rank {line.rank}" if line.rank != "—" else "", line.code, line.note)
             if x and x != "—"
         )
         st.caption(f"`{line.where}`" + (f" · {meta}" if meta else ""), help=line.path or None)

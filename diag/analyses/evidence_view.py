@@ -50,6 +50,7 @@ class LogLine:
     rank: str = MISSING
     code: str = MISSING
     path: str = ""  # the full path
+    note: str = ""  # where in the file it came from (a console prefix), the real code a wrapper stands for
 
 
 @dataclass(frozen=True)
@@ -217,6 +218,10 @@ class _View:
                     MISSING if r.get("rank") is None else str(r["rank"]),
                     str(r.get("code") or MISSING),
                     path,
+                    "; ".join(
+                        [str(r["origin"])] * bool(r.get("origin"))
+                        + [f"wraps {r['wraps']}"] * bool(r.get("wraps"))
+                    ),
                 )
             )
         return LogLines(lines, len(records) - len(lines))
