@@ -25,15 +25,15 @@ SEVERITY = {
 
 # sized so that a code (EZ9999, ERR00100, EI0002…) and the message are read whole, not clipped
 RECORD_COLUMNS = {
-    "time": st.column_config.TextColumn("time", width=190),
-    "file": st.column_config.TextColumn("file", width=160),
+    "time": st.column_config.TextColumn("time", width=175),
+    "level": st.column_config.TextColumn("level", width=65),
+    "code": st.column_config.TextColumn("code", width=85),
+    "category": st.column_config.TextColumn("category", width=125),
+    "message": st.column_config.TextColumn("message", width=620, help="the record's first line"),
+    "file": st.column_config.TextColumn("file", width=200),
     "line": st.column_config.NumberColumn("line", width=60, format="%d"),
-    "level": st.column_config.TextColumn("level", width=70),
     "module": st.column_config.TextColumn("module", width=90),
     "rank": st.column_config.TextColumn("rank", width=50),
-    "code": st.column_config.TextColumn("code", width=100),
-    "category": st.column_config.TextColumn("category", width=140),
-    "message": st.column_config.TextColumn("message", width=900),
 }
 
 
@@ -161,18 +161,21 @@ if rows:
     table = pd.DataFrame(
         {
             "time": [_time(r["ts_ns"]) for r in rows],
-            "file": [r["source"].rsplit("/", 1)[-1] for r in rows],
-            "line": [r["line_no"] for r in rows],
             "level": [r["level"] or MISSING for r in rows],
-            "module": [r["module"] or MISSING for r in rows],
-            "rank": [MISSING if r["rank"] is None else str(r["rank"]) for r in rows],
             "code": [r["code"] or MISSING for r in rows],
             "category": [r["category"] or MISSING for r in rows],
             "message": [(r["message"] or "").split("\n", 1)[0][:300] or MISSING for r in rows],
+            "file": [r["source"].rsplit("/", 1)[-1] for r in rows],
+            "line": [r["line_no"] for r in rows],
+            "module": [r["module"] or MISSING for r in rows],
+            "rank": [MISSING if r["rank"] is None else str(r["rank"]) for r in rows],
         }
     )
     st.dataframe(table, hide_index=True, width="stretch", column_config=RECORD_COLUMNS)
-    st.caption("The message column shows each record's first line; pick a record below for its raw lines.")
+    st.caption(
+        "message: each record's first line (pick a record below for its raw lines); scroll the table right for "
+        "file, line, module and rank."
+    )
     pick = st.selectbox(
         "Raw lines around",
         range(len(rows)),
@@ -191,4 +194,5 @@ if rows:
             for r in around
         ),
         language=None,
+        wrap_lines=True,
     )
