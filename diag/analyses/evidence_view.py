@@ -219,8 +219,8 @@ class _View:
                     str(r.get("code") or MISSING),
                     path,
                     "; ".join(
-                        [str(r["origin"])] * bool(r.get("origin"))
-                        + [f"wraps {r['wraps']}"] * bool(r.get("wraps"))
+                        ([str(r["origin"])] if r.get("origin") else [])
+                        + ([f"wraps {r['wraps']}"] if r.get("wraps") else [])
                     ),
                 )
             )
