@@ -50,6 +50,7 @@ def _shown(at) -> list[str]:  # noqa: ANN001
 def _assert_readable(at) -> None:  # noqa: ANN001
     shown = _shown(at)
     assert not at.get("json"), "evidence drawn as JSON"
+    assert not [t for t in at.dataframe if t.value.isna().any().any()], "a null cell (drawn as None)"
     assert not [t for t in shown if "<details>" in t or "</details>" in t]
     assert not [t for t in shown if re.search(r"\bNone\b", t)], [t for t in shown if "None" in t][:3]
     assert not [t for t in shown if re.search(r"\b1[67]\d{17}\b", t)], "epoch nanoseconds on the page"
