@@ -6,28 +6,18 @@ log lines and evidence in fenced blocks whose fence is longer than any backtick 
 
 from __future__ import annotations
 
-import html
 import json
-import re
 from typing import Any
 
-from diag.analyses.evidence_view import MISSING, Block, LogLines, RunClock, Table, TimeRange, evidence_blocks
+from diag.analyses.evidence_view import MISSING, RunClock, evidence_blocks
 from diag.analyses.postmortem import Postmortem
 from diag.analyses.postmortem_serving import check_text
+from diag.report_blocks import html_escape as _e
+from diag.report_blocks import html_evidence, html_table, md_escape, md_evidence, md_fence, md_table
+
+__all__ = ["md_escape", "md_fence", "render", "to_html", "to_json", "to_markdown"]
 
 MAX_ROWS = 20  # rows per table / statements per section
-_MD_SPECIALS = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~&])")
-
-
-def md_escape(text: Any) -> str:
-    """Inline text as literal Markdown: specials backslash-escaped, no line breaks."""
-    return _MD_SPECIALS.sub(r"\\\1", " ".join(str(text).split()))
-
-
-def md_fence(body: str, lang: str = "") -> str:
-    runs = [len(m) for m in re.findall(r"`+", body)]
-    fence = "`" * max(3, max(runs, default=0) + 1)
-    return f"{fence}{lang}\n{body}\n{fence}"
 
 
 def clock(pm: Postmortem) -> RunClock:
@@ -46,53 +36,6 @@ def clock(pm: Postmortem) -> RunClock:
         start, end = min(r["capture_start_ns"] for r in ranks), max(r["capture_end_ns"] for r in ranks)
         return RunClock(start, end, None, "the job's start")
     return RunClock()
-
-
-def _log_text(block: LogLines) -> str:
-    """Log lines as ``file:line: text`` (verbatim), each followed by its stored next lines."""
-    out = []
-    for line in block.lines:
-        out.append(f"{line.where}: {line.text}")
-        out += [f"    {c}" for c in line.context]
-    return "\n".join(out + ([f"… {block.more} more line(s)"] if block.more else []))
-
-
-def _md_evidence(blocks: list[Block]) -> list[str]:
-    """Log lines in a fence (always shown); tables and the time range in a <details> that GitHub renders."""
-    out: list[str] = []
-    for b in blocks:
-        if isinstance(b, LogLines):
-            out += ["", "  Log evidence (file:line):", "", _indent(md_fence(_log_text(b), "text")), ""]
-    rest: list[str] = []
-    for b in blocks:
-        if isinstance(b, Table):
-            rest += ([f"  {md_escape(b.title)}:", ""] if b.title else []) + [
-                "  " + line for line in _md_table(tuple(b.columns), b.rows)
-            ]
-            rest += [f"  … {b.more} more row(s) (see the JSON report)"] if b.more else []
-            rest += [""]
-        elif isinstance(b, TimeRange):
-            rest += [f"  Time range: {md_escape(b.text)}", ""]
-    if rest:
-        out += ["", "  <details><summary>evidence</summary>", "", *rest, "  </details>", ""]
-    return out
-
-
-def _html_evidence(blocks: list[Block]) -> list[str]:
-    out = [f"<pre>{_e(_log_text(b))}</pre>" for b in blocks if isinstance(b, LogLines)]
-    rest = []
-    for b in blocks:
-        if isinstance(b, Table):
-            rest.append(
-                (f"<p><b>{_e(b.title)}</b></p>" if b.title else "") + _html_table(tuple(b.columns), b.rows)
-            )
-            if b.more:
-                rest.append(f'<p class="muted">… {b.more} more row(s) (see the JSON report)</p>')
-        elif isinstance(b, TimeRange):
-            rest.append(f'<p class="muted">Time range: {_e(b.text)}</p>')
-    if rest:
-        out.append("<details><summary>evidence</summary>" + "".join(rest) + "</details>")
-    return out
 
 
 def sections(pm: Postmortem) -> list[tuple[str, list[dict[str, Any]]]]:
@@ -141,7 +84,7 @@ def to_markdown(pm: Postmortem) -> str:
             out += ["_Nothing in the data._", ""]
         for st in items[:MAX_ROWS]:
             out += [f"- {md_escape(st['text'])}"]
-            out += _md_evidence(evidence_blocks(st.get("evidence") or {}, when))
+            out += md_evidence(evidence_blocks(st.get("evidence") or {}, when))
         if len(items) > MAX_ROWS:
             out += [f"- … {len(items) - MAX_ROWS} more (see the JSON report)"]
         out += [""]
@@ -211,44 +154,27 @@ def _serving_compare_rows(pm: Postmortem) -> list[list[str]]:
     ]  # fmt: skip
 
 
-def _md_table(columns: tuple[str, ...], rows: list[list[str]]) -> list[str]:
-    out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    return out + ["| " + " | ".join(md_escape(c) for c in row) + " |" for row in rows]
-
-
-def _html_table(columns: tuple[str, ...], rows: list[list[str]]) -> str:
-    head = "<tr>" + "".join(f"<th>{_e(c)}</th>" for c in columns) + "</tr>"
-    return (
-        "<table>"
-        + head
-        + "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in r) + "</tr>" for r in rows)
-        + "</table>"
-    )
-
-
 def _serving_md(pm: Postmortem) -> list[str]:
     out: list[str] = []
     if pm.serving:
         out += (
-            ["## Serving figures (same deployment)", ""]
-            + _md_table(SERVING_COLUMNS, _serving_rows(pm))
-            + [""]
+            ["## Serving figures (same deployment)", ""] + md_table(SERVING_COLUMNS, _serving_rows(pm)) + [""]
         )
     if pm.serving_comparison:
         out += ["## Serving against the baseline deployment", ""]
         out += [f"- ⚠ {md_escape(w)}" for w in pm.serving_comparison["warnings"]] + [""]
-        out += _md_table(SERVING_COMPARE_COLUMNS, _serving_compare_rows(pm)) + [""]
+        out += md_table(SERVING_COMPARE_COLUMNS, _serving_compare_rows(pm)) + [""]
     return out
 
 
 def _serving_html(pm: Postmortem) -> list[str]:
     out: list[str] = []
     if pm.serving:
-        out += ["<h2>Serving figures (same deployment)</h2>", _html_table(SERVING_COLUMNS, _serving_rows(pm))]
+        out += ["<h2>Serving figures (same deployment)</h2>", html_table(SERVING_COLUMNS, _serving_rows(pm))]
     if pm.serving_comparison:
         out.append("<h2>Serving against the baseline deployment</h2>")
         out += [f'<p class="muted">⚠ {_e(w)}</p>' for w in pm.serving_comparison["warnings"]]
-        out.append(_html_table(SERVING_COMPARE_COLUMNS, _serving_compare_rows(pm)))
+        out.append(html_table(SERVING_COMPARE_COLUMNS, _serving_compare_rows(pm)))
     return out
 
 
@@ -286,14 +212,10 @@ def _rank_cells(r: dict[str, Any]) -> list[str]:
 def _md_ranks(pm: Postmortem) -> list[str]:
     if not pm.ranks or pm.job_id is None:
         return []
-    out = ["## Ranks", "", *_md_table(RANK_COLUMNS, [_rank_cells(r) for r in pm.ranks[:MAX_ROWS]])]
+    out = ["## Ranks", "", *md_table(RANK_COLUMNS, [_rank_cells(r) for r in pm.ranks[:MAX_ROWS]])]
     if len(pm.ranks) > MAX_ROWS:
         out += [f"… {len(pm.ranks) - MAX_ROWS} more rank(s) (see the JSON report)"]
     return [*out, ""]
-
-
-def _indent(block: str) -> str:
-    return "\n".join("  " + line for line in block.splitlines())
 
 
 # -- HTML --------------------------------------------------------------------------------------------------
@@ -303,10 +225,6 @@ h1{font-size:1.5em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-to
 pre{background:#f5f5f5;padding:.6em;overflow-x:auto;white-space:pre-wrap;word-break:break-all;font-size:.85em}
 table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}
 .rc{background:#fff4f4;border-left:4px solid #c33;padding:.4em 1em}.diff li{color:#a40}.muted{color:#777}li{margin:.4em 0}"""
-
-
-def _e(x: Any) -> str:
-    return html.escape(str(x), quote=True)
 
 
 def _svg_chart(chart: list[dict[str, Any]]) -> str:
@@ -354,7 +272,7 @@ def to_html(pm: Postmortem) -> str:
         out.append("<ul>")
         for st in items[:MAX_ROWS]:
             out.append(f"<li>{_e(st['text'])}")
-            out += _html_evidence(evidence_blocks(st.get("evidence") or {}, when))
+            out += html_evidence(evidence_blocks(st.get("evidence") or {}, when))
             out.append("</li>")
         if len(items) > MAX_ROWS:
             out.append(f"<li>… {len(items) - MAX_ROWS} more (see the JSON report)</li>")
@@ -378,7 +296,7 @@ def to_html(pm: Postmortem) -> str:
         out.append("</table>")
     out += _serving_html(pm)
     if pm.ranks and pm.job_id is not None:
-        out += ["<h2>Ranks</h2>", _html_table(RANK_COLUMNS, [_rank_cells(r) for r in pm.ranks[:MAX_ROWS]])]
+        out += ["<h2>Ranks</h2>", html_table(RANK_COLUMNS, [_rank_cells(r) for r in pm.ranks[:MAX_ROWS]])]
     out.append("<h2>Environment</h2>")
     if pm.environment_diff:
         out.append('<ul class="diff">')

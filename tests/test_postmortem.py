@@ -73,7 +73,11 @@ def test_postmortem_of_a_real_log(cann_logs, tmp_path, name):
     assert pm.actions and all(a.evidence.get("from") for a in pm.actions)
     md, page = to_markdown(pm), to_html(pm)
     # fenced, verbatim, under the file's shortest unambiguous tail (here its name: one file in the store)
-    assert f"\n  {name}:{hit[0]['line_no']}: " in md and key in md and "/work/" not in md.split("## Environment")[0]
+    assert (
+        f"\n  {name}:{hit[0]['line_no']}: " in md
+        and key in md
+        and "/work/" not in md.split("## Environment")[0]
+    )
     assert category.replace("_", r"\_") in md
     import html
 
