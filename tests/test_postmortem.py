@@ -512,3 +512,24 @@ def test_job_report_html_renders_offline_in_chromium(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert shot.is_file() and shot.stat().st_size > 20_000  # a rendered page, not a blank one
+
+
+def test_report_evidence_is_tables_not_json(pair):
+    """Both downloads show evidence as tables in ms from the run's start; the JSON keeps the raw dicts."""
+    store, ascend, cuda = pair
+    pm = build_postmortem(store, ascend)
+    md, page, js = to_markdown(pm), to_html(pm), json.loads(to_json(pm))
+    assert "```json" not in md and not re.search(r"\b1[67]\d{17}\b", md)  # no epoch ns
+    row = r"| ArgMaxV2 | 4 | 0\.986 | aclnnArgMax\_ArgMaxV2AiCpu\_ArgMaxV2 | FLOAT;INT64 \-\> INT64 | 16,152064; | aclnnArgMax |"
+    block = md.split(row)[0].rsplit("<details><summary>evidence</summary>", 1)[1]
+    assert (
+        "</details>" not in block and "| op | calls | total (ms) |" in block
+    )  # the table, inside its details
+    assert r"  Time range: 0\.713 → 16\.492 ms from the run's start \(15\.778 ms\)" in md
+    assert md.count("<details>") == md.count("</details>") and page.count("<details>") == page.count(
+        "</details>"
+    )
+    assert "<details><summary>evidence</summary><p><b>ops</b></p><table><tr><th>op</th><th>calls</th>" in page
+    assert "<td>ArgMaxV2</td><td>4</td><td>0.986</td>" in page and '"total_ns"' not in page
+    cpu = next(s for s in js["impact"] if "AI_CPU" in s["text"])
+    assert cpu["evidence"]["ops"]["ops"][0]["total_ns"] == 986331  # --json: the dict, unchanged
