@@ -204,3 +204,14 @@ def test_postmortem_page_height_in_a_browser(served_samples, tmp_path):
     print("postmortem page heights (px):", heights)
     assert len(heights) == 5, heights
     assert max(heights.values()) < MAX_POSTMORTEM_PX, heights
+
+
+def test_open_in_timeline_from_the_evidence(sample_db, monkeypatch):
+    at = open_page(monkeypatch, sample_db, "app_pages/06_findings.py")
+    run_id = _run_id(at, "findings_run", "rank0_")
+    at.selectbox(key="findings_run").select(run_id).run()
+    at.button(key="finding_0_tl").click().run()  # the idle finding: its longest gap, 13.429 → 15.341 ms
+    assert not at.exception, at.exception
+    assert at.session_state["tl_run"] == run_id
+    lo, hi = at.session_state["tl_window"]
+    assert lo < 1736933600997007284 < 1736933600998919454 < hi and hi - lo < 2 * 1_912_170
