@@ -212,6 +212,7 @@ def test_open_in_timeline_from_the_evidence(sample_db, monkeypatch):
     at.selectbox(key="findings_run").select(run_id).run()
     at.button(key="finding_0_tl").click().run()  # the idle finding: its longest gap, 13.429 → 15.341 ms
     assert not at.exception, at.exception
-    assert at.session_state["tl_run"] == run_id
+    # the Timeline page sets its own widgets (tl_run) from these when it opens (data.open_in_timeline)
+    assert at.session_state["run_id"] == run_id and at.session_state["tl_window_run"] == run_id
     lo, hi = at.session_state["tl_window"]
     assert lo < 1736933600997007284 < 1736933600998919454 < hi and hi - lo < 2 * 1_912_170
