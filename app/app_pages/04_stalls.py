@@ -6,6 +6,7 @@ import streamlit as st
 
 from app import data, page_parts, widgets
 from app.app_pages import run_picker
+from app.tables import show_table
 
 st.title("Stalls")
 st.caption(
@@ -31,7 +32,7 @@ c[4].metric("idle + copies", f"{100 * total.free_ns / total.e2e_ns:.1f}%")
 counts = data.kernel_counts(fp, run_id)
 page_parts.kernel_count_metrics(counts)
 st.plotly_chart(widgets.breakdown_figure(bd), width="stretch", key="stalls_chart")
-st.dataframe(widgets.breakdown_frame(bd), hide_index=True, width="stretch")
+show_table(widgets.breakdown_frame(bd))
 st.subheader("diag vs the profiler's own figures")
 cmp = widgets.export_comparison_frame(bd)
 if cmp.empty:
@@ -40,5 +41,5 @@ else:
     bad = cmp[cmp["agrees (≤1%)"] == "no"]
     if len(bad):
         st.warning(f"{len(bad)} figure(s) differ from the export by more than 1% — see the table.")
-    st.dataframe(cmp, hide_index=True, width="stretch")
+    show_table(cmp)
 st.caption(f"steps from: {bd.step_source.replace('_', ' ')}")

@@ -7,6 +7,7 @@ import streamlit as st
 
 from app import data
 from app.app_pages import run_picker
+from app.tables import show_table
 
 st.title("CPU fallback ops")
 fp = data.fingerprint()
@@ -30,17 +31,15 @@ for i, o in enumerate(device):
             f"({(o.share_of_step_pct or 0):.2f}% of device time), longest {o.max_ns / 1e3:,.1f} µs"
         )
         st.write(o.hint)
-        st.dataframe(
+        show_table(
             pd.DataFrame(
                 {
                     "kernel names": [", ".join(o.names)],
-                    "input shapes": [" | ".join(o.input_shapes) or "-"],
-                    "dtypes": [" | ".join(o.input_dtypes) or "-"],
-                    "launched by": [", ".join(o.host_ops) or "-"],
+                    "input shapes": [" | ".join(o.input_shapes) or "—"],
+                    "dtypes": [" | ".join(o.input_dtypes) or "—"],
+                    "launched by": [", ".join(o.host_ops) or "—"],
                 }
-            ),
-            hide_index=True,
-            width="stretch",
+            )
         )
         if o.log_evidence:
             with st.expander(f"log lines naming this op ({len(o.log_evidence)})"):
@@ -59,7 +58,7 @@ if host:
         "aten ops with a call of ≥ 1 ms on the host and no device time at all. No profiler flag marks "
         "these: confirm with the torch_npu log line 'will fall back to run on the CPU'."
     )
-    st.dataframe(
+    show_table(
         pd.DataFrame(
             [
                 {
@@ -70,7 +69,5 @@ if host:
                 }
                 for o in host
             ]
-        ),
-        hide_index=True,
-        width="stretch",
+        )
     )
