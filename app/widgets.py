@@ -223,6 +223,23 @@ def breakdown_figure(bd: Breakdown) -> go.Figure:
     return fig
 
 
+BUCKET_TERMS = {  # the glossary term (diag/rules/glossary.toml) explaining each bucket
+    "ai_cpu": "AI_CPU",
+    "cube": "Cube",
+    "vector": "Vector",
+    "layout": "TransData",
+    "comm_exposed": "Communication(Not Overlapped)",
+    "memcpy_exposed": "PCIE_DMA_SQE",
+    "idle": "Free",
+}
+
+
+def breakdown_helps() -> dict[str, str]:
+    """Column label → glossary tooltip for the Stalls table (breakdown_frame's columns)."""
+    helps = {f"{BUCKET_LABELS[b]} (ms)": help_for(term) for b, term in BUCKET_TERMS.items()}
+    return {"E2E (ms)": help_for("E2E"), "step": help_for("Step"), **helps}
+
+
 def breakdown_frame(bd: Breakdown) -> pd.DataFrame:
     rows = []
     for s in bd.steps:

@@ -43,7 +43,7 @@ if outcomes:
     failed = [o for o in outcomes if o["status"] == "failed"]
     ok = [o for o in outcomes if o["status"] in ("ok", "partial")]
     if ok:
-        lines = "\n".join(f"- {widgets.md(line)}" for line in describe_stored(outcomes))
+        lines = "\n".join(f"- {line}" for line in describe_stored(outcomes))  # diag's own words: no file text
         selected = state.selected_run()
         tail = (
             f"\n\nRun {selected} is selected for the other pages."

@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from app import data, state, widgets
+from app.glossary import help_for
 from app.tables import show_table
 
 OTHER_PLATFORM = {"ascend": "cuda", "cuda": "ascend", "rocm": "ascend"}
@@ -54,8 +55,8 @@ for note in cmp.notes():
     st.info(f"Data quality: {note}")
 e2e = next(o for o in cmp.overall if o["bucket"] == "e2e")
 m = st.columns(5)
-m[0].metric("A device time / step", widgets.ms_text(e2e["per_step_a_ms"]))
-m[1].metric("B device time / step", widgets.ms_text(e2e["per_step_b_ms"]))
+m[0].metric("A device time / step", widgets.ms_text(e2e["per_step_a_ms"]), help=help_for("E2E"))
+m[1].metric("B device time / step", widgets.ms_text(e2e["per_step_b_ms"]), help=help_for("E2E"))
 m[2].metric("A / B", "—" if e2e["ratio"] is None else f"{e2e['ratio']:.2f}×")
 loss = cmp.biggest_loss()  # over every bucket: idle, AI CPU, exposed communication and copies too
 m[3].metric(
@@ -75,7 +76,7 @@ st.subheader("Where A loses time, by op class")
 st.plotly_chart(widgets.compare_classes_figure(cmp), width="stretch", key="cmp_chart")
 show_table(widgets.compare_classes_frame(cmp))
 st.subheader("Device time per step, same buckets on both")
-show_table(widgets.compare_overall_frame(cmp))
+show_table(widgets.compare_overall_frame(cmp), helps={"bucket": help_for("E2E")})
 if cmp.phases:
     st.subheader("By phase (told by each step's attention kernels)")
     show_table(
