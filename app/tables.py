@@ -87,6 +87,8 @@ def column_config(
         common = {"width": _width_px(df, col), "help": helps.get(col)}
         if col in as_text:
             config[col] = st.column_config.TextColumn(col, alignment="right", **common)
+        elif pd.api.types.is_float_dtype(df[col]):  # one number of decimals down the column
+            config[col] = st.column_config.NumberColumn(col, format=f"%.{_decimals(df[col])}f", **common)
         elif pd.api.types.is_numeric_dtype(df[col]) and not pd.api.types.is_bool_dtype(df[col]):
             config[col] = st.column_config.NumberColumn(col, **common)
         else:

@@ -139,3 +139,15 @@ def test_a_table_is_as_tall_as_its_rows_up_to_a_cap_and_gaps_read_a_dash(monkeyp
     tables.show_table(pd.DataFrame({"n": range(40)}))
     assert drawn[1]["height"] == 38 + 35 * 16
     assert drawn[2] == {"caption": "40 rows: scroll the table for the rest"}
+
+
+def test_runs_step_picker_reads_whole_run_and_a_step_choice_is_the_selected_step(
+    sample_db, monkeypatch, tmp_path
+):
+    at = open_page(monkeypatch, sample_db, uploads=tmp_path / "uploads")
+    picker = at.selectbox(key="runs_step")
+    assert picker.value == "whole run"  # not the placeholder "Choose an option" (a None value)
+    assert picker.options[:3] == ["whole run", "step 11", "step 12"]  # the CUDA sample's ProfilerStep#11…
+    picker.select(12).run()
+    assert at.session_state["step"] == 12
+    assert any(c.value.endswith(", step 12") for c in at.sidebar.caption)

@@ -8,6 +8,8 @@ from app import data, page_parts, state, widgets
 from app.glossary import help_for
 from app.tables import MISSING, show_table
 
+WHOLE_RUN = "whole run"
+
 st.title("Runs")
 fp = data.fingerprint()
 rows = data.runs(fp)
@@ -44,16 +46,17 @@ page_parts.kernel_count_metrics(counts)
 
 steps = data.steps(fp, run_id)
 if steps:
-    options = [None] + [s for s, _, _ in steps]
+    # not None for the whole run: a selectbox whose value is None shows its placeholder "Choose an option"
+    options: list[int | str] = [WHOLE_RUN] + [s for s, _, _ in steps]
     current = state.selected_step()
-    step = st.selectbox(
+    choice = st.selectbox(
         "Step",
         options,
-        format_func=lambda s: "whole run" if s is None else f"step {s}",
+        format_func=lambda s: s if s == WHOLE_RUN else f"step {s}",
         key="runs_step",
         index=options.index(current) if current in options else 0,
     )
-    state.select_step(step)
+    state.select_step(None if choice == WHOLE_RUN else choice)
 
 with st.expander("Delete this run"):
     st.write(f"Removes run **{labels[run_id]}** and every row stored from its files. This cannot be undone.")
