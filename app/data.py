@@ -25,7 +25,14 @@ from diag.analyses import timeline as tl_analysis
 from diag.analyses.runs import list_runs
 from diag.ingest import FileOutcome
 from diag.store import Store
-from diag.uploads import DEFAULT_UPLOAD_BYTES, Upload, ingest_uploads, prune_uploads, upload_root
+from diag.uploads import (
+    DEFAULT_UPLOAD_BYTES,
+    Upload,
+    ingest_uploads,
+    prune_uploads,
+    upload_folders,
+    upload_root,
+)
 
 TIMELINE_MAX_MARKS = int(os.environ.get("DIAG_TIMELINE_MAX_MARKS", "8000"))
 
@@ -173,8 +180,9 @@ def ingest(uploads: list[Upload], on_file_done: Callable[[FileOutcome], None] | 
 def delete_run(run_id: int) -> None:
     """Delete a run, then the upload folders nothing stored comes from any more (diag.uploads retention)."""
     with _write_lock():
+        folders = upload_folders(store(), upload_root(db_path()), run_id)
         store().delete_run(run_id)
-        prune_uploads(store(), upload_root(db_path()))
+        prune_uploads(store(), upload_root(db_path()), folders)
 
 
 def _serving_rules_stamp() -> str:

@@ -7,7 +7,8 @@ drive; the stored ``files.source`` ends in it, so every page and report shows th
 
 Retention: an uploaded file is kept only while the database refers to it. A file refused before or during ingest
 (over the cap, unsafe, unreadable, not recognised, or already stored from elsewhere) is removed as soon as its
-batch is ingested; an upload folder is removed when the last run stored from it is deleted (``prune_uploads``).
+batch is ingested; an upload folder is removed when the last run stored from it is deleted (``upload_folders`` before the delete,
+``prune_uploads`` after it).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from diag.ingest import FileOutcome, Ingestor
 from diag.store import Store
 
 DEFAULT_UPLOAD_BYTES = int(os.environ.get("DIAG_MAX_UPLOAD_BYTES", str(2 << 30)))
-UPLOAD_ID = re.compile(r"[0-9a-f]{32}")  # the only folders of the upload root that prune_uploads may remove
+UPLOAD_ID = re.compile(r"[0-9a-f]{32}")  # an upload folder's name (uuid4 hex)
 KEPT_STATUSES = ("ok", "partial")  # outcomes whose file the database now refers to
 
 
@@ -120,9 +121,15 @@ def _remove_unstored(batch: Path, outcomes: list[FileOutcome]) -> None:
     for o in outcomes:
         top = _relative(batch, o.source).split("!", 1)[0]  # archive!member: the file on disk is the archive
         (kept if o.status in KEPT_STATUSES else dropped).add(top)
+    base = batch.resolve()
     for rel in dropped - kept:
-        if rel:
-            batch.joinpath(rel).unlink(missing_ok=True)
+        try:
+            target = batch.joinpath(rel).resolve()
+            # a refused name ("../x", "/etc/x") is the user's text, not a file of this batch: never follow it out
+            if rel and base in target.parents:
+                target.unlink(missing_ok=True)
+        except (OSError, ValueError):  # a name the filesystem refused: it was never written
+            continue
     for folder in sorted((p for p in batch.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
         if not any(folder.iterdir()):
             folder.rmdir()
@@ -130,20 +137,34 @@ def _remove_unstored(batch: Path, outcomes: list[FileOutcome]) -> None:
         batch.rmdir()
 
 
-def prune_uploads(store: Store, root: Path) -> list[Path]:
-    """Remove the upload folders under ``root`` that no stored file comes from any more (their runs were
-    deleted); returns them. Only folders named like an upload id are touched. Call it under the write lock."""
-    if not root.is_dir():
-        return []
+def upload_folders(store: Store, root: Path, run_id: int) -> set[Path]:
+    """The upload folders under ``root`` that files of run ``run_id`` were stored from."""
+    folders = set()
+    for (source,) in store.con.execute("SELECT source FROM files WHERE run_id = ?", [run_id]).fetchall():
+        rel = _relative_to_root(root, source)
+        if rel and UPLOAD_ID.fullmatch(rel.split(os.sep, 1)[0]):
+            folders.add(root / rel.split(os.sep, 1)[0])
+    return folders
+
+
+def _relative_to_root(root: Path, source: str) -> str | None:
+    for prefix in (str(root.resolve()) + os.sep, str(root) + os.sep):
+        if source.startswith(prefix):
+            return source[len(prefix) :]
+    return None
+
+
+def prune_uploads(store: Store, root: Path, folders: set[Path]) -> list[Path]:
+    """Remove those of ``folders`` (``upload_folders`` of a run, taken before deleting it) that no stored file
+    comes from any more; returns them. Folders of other runs, or of another database sharing the upload root,
+    are never candidates. Call it under the write lock."""
     sources = [
         row[0] for row in store.con.execute("SELECT source FROM files WHERE status <> 'failed'").fetchall()
     ]
     removed = []
-    for folder in sorted(root.iterdir()):
-        if not (folder.is_dir() and UPLOAD_ID.fullmatch(folder.name)):
-            continue
+    for folder in sorted(folders):
         prefixes = (str(folder) + os.sep, str(folder.resolve()) + os.sep)
-        if not any(src.startswith(prefixes) for src in sources):
+        if folder.is_dir() and not any(src.startswith(prefixes) for src in sources):
             shutil.rmtree(folder)
             removed.append(folder)
     return removed

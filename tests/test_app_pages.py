@@ -246,3 +246,16 @@ def test_upload_summary_names_what_was_stored_and_selects_the_new_run(app_db, tm
 def test_upload_of_logs_only_says_they_are_in_no_run(app_db):
     at = _upload(_app(), [FIXTURES / "cann_log" / "ok_console_vllm.log"])
     assert at.success[0].value == "Stored 1 file(s):\n- no run: 1 log file (7 lines)"
+
+
+def test_deleting_an_uploaded_run_on_the_runs_page_removes_its_upload_folder(app_db, tmp_path):
+    at = _upload(_app(), [FIXTURES / "ascend_kernel_details" / "ok_crlf_tab_na.csv"])
+    new_run = at.session_state["run_id"]
+    assert len(list((tmp_path / "uploads").iterdir())) == 1
+    at.switch_page("app_pages/01_runs.py").run()
+    assert at.selectbox(key="runs_select").value == new_run  # the upload selected it
+    at.checkbox(key="delete_sure").check().run()
+    at.button(key="delete_run").click().run()
+    assert not at.exception, at.exception
+    assert query(app_db, "SELECT count(*) FROM runs WHERE run_id = ?", [new_run]) == [(0,)]
+    assert list((tmp_path / "uploads").iterdir()) == []

@@ -120,19 +120,21 @@ def test_an_upload_of_refused_files_only_leaves_nothing_on_disk(tmp_path):
 
 
 def test_deleting_the_run_of_an_upload_removes_its_folder_and_nothing_else(tmp_path):
-    from diag.uploads import prune_uploads
+    from diag.uploads import prune_uploads, upload_folders
 
     root = tmp_path / "uploads"
-    (root / "notes").mkdir(parents=True)  # not an upload folder: never touched
-    (root / "notes" / "keep.txt").write_text("mine")
+    other = root / ("0" * 32)  # an upload folder of another database sharing the root: never a candidate
+    other.mkdir(parents=True)
+    (other / "theirs.csv").write_text("theirs")
     with Store(tmp_path / "db.duckdb") as store:
         first = _upload_files(root, [OK], store)
         second = _upload_files(root, [LOG], store)
-        assert prune_uploads(store, root) == []  # both still stored
+        folders = upload_folders(store, root, first[0].run_id)
+        assert len(folders) == 1 and prune_uploads(store, root, folders) == []  # still stored
         store.delete_run(first[0].run_id)
-        removed = prune_uploads(store, root)
-    assert len(removed) == 1 and not removed[0].exists()
-    assert sorted(p.name for p in _all_files(root)) == ["keep.txt", "ok_console_vllm.log"]
+        removed = prune_uploads(store, root, folders)
+    assert removed == sorted(folders) and not removed[0].exists()
+    assert sorted(p.name for p in _all_files(root)) == ["ok_console_vllm.log", "theirs.csv"]
     assert second[0].status == "ok"
 
 
@@ -170,3 +172,19 @@ def test_the_run_an_upload_selects_is_its_newest_run_with_device_data():
     assert run_to_select(outcomes, device_runs={3}) == 3
     assert run_to_select(outcomes, device_runs=set()) == 5
     assert run_to_select([_outcome("c", "cann_log", None, {})], device_runs={3}) is None
+
+
+def test_removing_refused_files_never_touches_a_file_outside_the_upload(tmp_path):
+    root = tmp_path / "uploads"
+    root.mkdir()
+    victim, beside = tmp_path / "victim.csv", root / "beside.csv"
+    victim.write_text("keep")
+    beside.write_text("keep")
+    with Store(tmp_path / "db.duckdb") as store:
+        outcomes = ingest_uploads(
+            store,
+            [_up("../../victim.csv", b"x"), _up(str(victim), b"x"), _up("../beside.csv", b"x")],
+            root,
+        )
+    assert [o.status for o in outcomes] == ["failed", "failed", "failed"]
+    assert victim.read_text() == "keep" and beside.read_text() == "keep"
