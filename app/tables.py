@@ -69,8 +69,10 @@ def for_display(df: pd.DataFrame) -> tuple[pd.DataFrame, set[str]]:
 
 
 def _width_px(df: pd.DataFrame, col: str) -> int:
-    longest = max([len(str(col))] + [len(str(v)) for v in df[col].head(200)])
-    return min(MAX_COL_PX, PAD_PX + CHAR_PX * longest)
+    """Wide enough for the label always (a clipped header hides what the column is), and for the content up to
+    a cap (a long path scrolls inside its cell)."""
+    content = max([0] + [len(str(v)) for v in df[col].head(200)])
+    return max(PAD_PX + CHAR_PX * len(str(col)), min(MAX_COL_PX, PAD_PX + CHAR_PX * content))
 
 
 def height_px(rows: int, max_rows: int = MAX_ROWS_SHOWN) -> int:

@@ -234,9 +234,26 @@ BUCKET_TERMS = {  # the glossary term (diag/rules/glossary.toml) explaining each
 }
 
 
+BUCKET_SHORT = {  # table headers; the full BUCKET_LABELS text is the column's tooltip
+    "ai_cpu": "AI CPU",
+    "attention": "Attention",
+    "layout": "Layout / copy",
+    "cube": "Cube",
+    "vector": "Vector",
+    "other": "Other compute",
+    "comm_exposed": "Comm not overlapped",
+    "memcpy_exposed": "Memcpy not overlapped",
+    "idle": "Idle",
+}
+
+
 def breakdown_helps() -> dict[str, str]:
-    """Column label → glossary tooltip for the Stalls table (breakdown_frame's columns)."""
-    helps = {f"{BUCKET_LABELS[b]} (ms)": help_for(term) for b, term in BUCKET_TERMS.items()}
+    """Column label → tooltip for the Stalls table (breakdown_frame's columns): the bucket, then its glossary
+    term."""
+    helps = {
+        f"{BUCKET_SHORT[b]} (ms)": f"{BUCKET_LABELS[b]}. " + help_for(BUCKET_TERMS.get(b, ""))
+        for b in BUCKETS
+    }
     return {"E2E (ms)": help_for("E2E"), "step": help_for("Step"), **helps}
 
 
@@ -245,7 +262,7 @@ def breakdown_frame(bd: Breakdown) -> pd.DataFrame:
     for s in bd.steps:
         row = {"step": "run" if s.step is None else s.step, "E2E (ms)": round(s.e2e_ns / 1e6, 3)}
         for b in BUCKETS:
-            row[f"{BUCKET_LABELS[b]} (ms)"] = round(s.buckets[b] / 1e6, 3)
+            row[f"{BUCKET_SHORT[b]} (ms)"] = round(s.buckets[b] / 1e6, 3)
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -67,4 +67,4 @@ def test_tooltips_on_runs_and_stalls_are_the_glossary_text(tmp_path: Path, monke
     metric = next(m for m in at.metric if m.label == "communication not overlapped")
     assert metric.proto.help == help_for("Communication(Not Overlapped)")
     columns = json.loads(at.dataframe[0].proto.columns)
-    assert columns["Idle (nothing on device) (ms)"]["help"] == help_for("Free")
+    assert columns["Idle (ms)"]["help"] == "Idle (nothing on device). " + help_for("Free")

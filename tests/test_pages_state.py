@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.conftest import ingest_into, open_page
+from tests.conftest import FIXTURES, ingest_into, open_page
 
 MY_PAGES = [
     "app_pages/01_runs.py",
@@ -33,8 +33,11 @@ def sample_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     db = root / "samples.duckdb"
     assert ensure_samples(str(db)) >= 2
     generate(root / "job4", ranks=4, tp=2, steps=2, seed=7, slow_link=(0, 2))
-    with Store(str(db)) as store:
-        ingest_into(store, [root / "job4"])
+    serving = FIXTURES / "serving"
+    with Store(str(db)) as store:  # and serving results of both platforms, for the Serving page
+        ingest_into(
+            store, [root / "job4", serving / "ok_sglang_h100.txt", serving / "ok_aisbench_atlas_a3.txt"]
+        )
     return db
 
 
@@ -68,7 +71,28 @@ def test_no_table_cell_shows_none_on_any_page(sample_db, monkeypatch, tmp_path):
         if bad := _none_cells(at):
             offenders[page] = bad[:5]
     assert offenders == {}
-    assert seen >= 8  # Runs, Stalls ×2, Fallback, Compare ×3, Cluster, Glossary at least
+    assert seen >= 12  # Runs, Stalls ×2, Fallback, Compare ×3, Serving ×4, Cluster, Glossary at least
+
+
+def test_every_column_is_at_least_as_wide_as_its_label(sample_db, monkeypatch, tmp_path):
+    import json
+
+    from app.tables import CHAR_PX, PAD_PX
+
+    at = open_page(monkeypatch, sample_db, uploads=tmp_path / "uploads")
+    narrow = []
+    for page in MY_PAGES[:-1]:  # the Glossary's table is static and wraps
+        at.switch_page(page).run()
+        for frame in at.dataframe:
+            for label, cfg in json.loads(frame.proto.columns).items():
+                if label == "_index":  # hide_index
+                    continue
+                if cfg.get("width", 0) < PAD_PX + CHAR_PX * len(label):
+                    narrow.append(f"{page}: {label}")
+    assert narrow == []
+    at.switch_page("app_pages/10_serving.py").run()
+    summary = json.loads(at.dataframe[0].proto.columns)
+    assert summary["TPOT p99 ms"]["width"] >= PAD_PX + CHAR_PX * len("TPOT p99 ms")
 
 
 def test_runs_table_writes_a_dash_for_an_unknown_rank(sample_db, monkeypatch, tmp_path):
