@@ -1,7 +1,8 @@
 """The one selection every page honours: a run, a step of it, and the job holding it.
 
 Pages read and set the selection through these functions, never through ``st.session_state`` keys by hand.
-The keys (kept stable: the Timeline page and ``app.data.open_in_timeline`` use the last three):
+The keys are kept stable (the Timeline page and ``app.data.open_in_timeline`` read and write ``run_id``, ``step``
+and the ``tl_`` keys directly):
 
 - ``run_id``   the selected run (an int), or absent / None when nothing is selected;
 - ``step``     the selected step of that run, None for the whole run;

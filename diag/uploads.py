@@ -7,8 +7,8 @@ drive; the stored ``files.source`` ends in it, so every page and report shows th
 
 Retention: an uploaded file is kept only while the database refers to it. A file refused before or during ingest
 (over the cap, unsafe, unreadable, not recognised, or already stored from elsewhere) is removed as soon as its
-batch is ingested; an upload folder is removed when the last run stored from it is deleted (``upload_folders`` before the delete,
-``prune_uploads`` after it).
+batch is ingested; an upload folder is removed when the last run stored from it is deleted (``upload_folders``
+before the delete, ``prune_uploads`` after it).
 """
 
 from __future__ import annotations

@@ -45,8 +45,9 @@ def served_samples(tmp_path: Path):
     pytest.importorskip("playwright")
     port = _free_port()
     env = {**os.environ, "DIAG_UPLOAD_DIR": str(tmp_path / "uploads")}
+    first_launch = ["app", "--db", str(tmp_path / "first.duckdb"), "--port", str(port)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "diag.cli", "app", "--db", str(tmp_path / "first.duckdb"), "--port", str(port)],
+        [sys.executable, "-m", "diag.cli", *first_launch],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
