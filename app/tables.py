@@ -16,7 +16,7 @@ import streamlit as st
 
 MISSING = "—"
 ROW_PX, HEADER_PX, MAX_ROWS_SHOWN = 35, 38, 16
-CHAR_PX, PAD_PX, MAX_COL_PX = 8, 30, 420
+CHAR_PX, PAD_PX, MAX_COL_PX = 7, 24, 420  # Streamlit's grid font is ~7 px a character
 WIDE_COLUMNS = 10  # more columns than this rarely fit a laptop screen: say the table scrolls
 
 

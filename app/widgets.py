@@ -234,15 +234,15 @@ BUCKET_TERMS = {  # the glossary term (diag/rules/glossary.toml) explaining each
 }
 
 
-BUCKET_SHORT = {  # table headers; the full BUCKET_LABELS text is the column's tooltip
+BUCKET_SHORT = {  # table headers short enough for a laptop screen; BUCKET_LABELS is the column's tooltip
     "ai_cpu": "AI CPU",
     "attention": "Attention",
-    "layout": "Layout / copy",
+    "layout": "Layout",
     "cube": "Cube",
     "vector": "Vector",
-    "other": "Other compute",
-    "comm_exposed": "Comm not overlapped",
-    "memcpy_exposed": "Memcpy not overlapped",
+    "other": "Other",
+    "comm_exposed": "Comm exposed",
+    "memcpy_exposed": "Memcpy exposed",
     "idle": "Idle",
 }
 
