@@ -13,6 +13,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from app import state
 from diag.analyses import cluster as cluster_analysis
 from diag.analyses import compare as compare_analysis
 from diag.analyses import counts as counts_analysis
@@ -24,7 +25,14 @@ from diag.analyses import timeline as tl_analysis
 from diag.analyses.runs import list_runs
 from diag.ingest import FileOutcome
 from diag.store import Store
-from diag.uploads import DEFAULT_UPLOAD_BYTES, Upload, ingest_uploads, upload_root
+from diag.uploads import (
+    DEFAULT_UPLOAD_BYTES,
+    Upload,
+    ingest_uploads,
+    prune_uploads,
+    upload_folders,
+    upload_root,
+)
 
 TIMELINE_MAX_MARKS = int(os.environ.get("DIAG_TIMELINE_MAX_MARKS", "8000"))
 
@@ -104,10 +112,8 @@ def cluster(fp: str, job_id: int) -> cluster_analysis.ClusterView:
 
 
 def open_run(run_id: int) -> None:
-    """Select a run for the other pages (their run pickers start from it)."""
-    st.session_state["run_id"] = run_id
-    st.session_state["step"] = None
-    st.session_state["tl_run"] = run_id
+    """Select a run for the other pages (their run pickers, the Timeline's too, start from it: app.state)."""
+    state.select_run(run_id)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -182,8 +188,11 @@ def ingest(uploads: list[Upload], on_file_done: Callable[[FileOutcome], None] | 
 
 
 def delete_run(run_id: int) -> None:
+    """Delete a run, then the upload folders nothing stored comes from any more (diag.uploads retention)."""
     with _write_lock():
+        folders = upload_folders(store(), upload_root(db_path()), run_id)
         store().delete_run(run_id)
+        prune_uploads(store(), upload_root(db_path()), folders)
 
 
 def _serving_rules_stamp() -> str:

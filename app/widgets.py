@@ -5,8 +5,40 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
+from app.glossary import help_for
 from diag.analyses.stall_breakdown import BUCKET_LABELS, BUCKETS, Breakdown
 from diag.report import md_escape
+
+
+RUNS_COLUMNS = {  # the columns a person reads first come first; the long source path last
+    "run_id": "run",
+    "platform": "platform",
+    "name": "name",
+    "rank": "rank",
+    "steps": "steps",
+    "span (ms)": "span (ms)",
+    "ai_cpu_tasks": "AI_CPU tasks",
+    "device": "device",
+    "profiler_level": "level",
+    "torch_npu_version": "torch_npu",
+    "cann_version": "CANN",
+    "host_ops": "host_ops",
+    # row counts of the stored tables; the run's device kernels are counted once below the table
+    "device_tasks": "device task rows",
+    "kernels": "kernel_details rows",
+    "files": "files",
+    "failed_files": "failed",
+    "source": "source",
+}
+RUNS_HELP = {
+    "AI_CPU tasks": help_for("AI_CPU"),
+    "device task rows": help_for("task"),
+    "kernel_details rows": help_for("Kernel Details"),
+    "CANN": help_for("CANN"),
+    "torch_npu": help_for("torch_npu"),
+    "level": "The profiler level the run was captured with (torch_npu Level0/1/2); higher levels record more.",
+    "steps": "Profiler steps found in the run (ProfilerStep#N ranges or step_trace_time.csv rows).",
+}
 
 
 def runs_frame(rows: list[dict]) -> pd.DataFrame:
@@ -14,39 +46,7 @@ def runs_frame(rows: list[dict]) -> pd.DataFrame:
     if df.empty:
         return df
     df["span (ms)"] = (df["duration_ns"] / 1e6).round(3)
-    return df[
-        [
-            "run_id",
-            "platform",
-            "name",
-            "rank",
-            "device",
-            "profiler_level",
-            "torch_npu_version",
-            "cann_version",
-            "span (ms)",
-            "host_ops",
-            "device_tasks",
-            "ai_cpu_tasks",
-            "kernels",
-            "steps",
-            "files",
-            "failed_files",
-            "source",
-        ]
-    ].rename(
-        columns={
-            "run_id": "run",
-            "profiler_level": "level",
-            "torch_npu_version": "torch_npu",
-            "cann_version": "CANN",
-            "ai_cpu_tasks": "AI_CPU tasks",
-            # row counts of the stored tables; the run's device kernels are counted once below the table
-            "device_tasks": "device task rows",
-            "kernels": "kernel_details rows",
-            "failed_files": "failed",
-        }
-    )
+    return df[list(RUNS_COLUMNS)].rename(columns=RUNS_COLUMNS)
 
 
 def outcomes_frame(outcomes: list[dict]) -> pd.DataFrame:
@@ -101,12 +101,46 @@ def breakdown_figure(bd: Breakdown) -> go.Figure:
     return fig
 
 
+BUCKET_TERMS = {  # the glossary term (diag/rules/glossary.toml) explaining each bucket
+    "ai_cpu": "AI_CPU",
+    "cube": "Cube",
+    "vector": "Vector",
+    "layout": "TransData",
+    "comm_exposed": "Communication(Not Overlapped)",
+    "memcpy_exposed": "PCIE_DMA_SQE",
+    "idle": "Free",
+}
+
+
+BUCKET_SHORT = {  # table headers short enough for a laptop screen; BUCKET_LABELS is the column's tooltip
+    "ai_cpu": "AI CPU",
+    "attention": "Attention",
+    "layout": "Layout",
+    "cube": "Cube",
+    "vector": "Vector",
+    "other": "Other",
+    "comm_exposed": "Comm exposed",
+    "memcpy_exposed": "Memcpy exposed",
+    "idle": "Idle",
+}
+
+
+def breakdown_helps() -> dict[str, str]:
+    """Column label → tooltip for the Stalls table (breakdown_frame's columns): the bucket, then its glossary
+    term."""
+    helps = {
+        f"{BUCKET_SHORT[b]} (ms)": f"{BUCKET_LABELS[b]}. " + help_for(BUCKET_TERMS.get(b, ""))
+        for b in BUCKETS
+    }
+    return {"E2E (ms)": help_for("E2E"), "step": help_for("Step"), **helps}
+
+
 def breakdown_frame(bd: Breakdown) -> pd.DataFrame:
     rows = []
     for s in bd.steps:
-        row = {"step": "-" if s.step is None else s.step, "E2E (ms)": round(s.e2e_ns / 1e6, 3)}
+        row = {"step": "run" if s.step is None else s.step, "E2E (ms)": round(s.e2e_ns / 1e6, 3)}
         for b in BUCKETS:
-            row[f"{BUCKET_LABELS[b]} (ms)"] = round(s.buckets[b] / 1e6, 3)
+            row[f"{BUCKET_SHORT[b]} (ms)"] = round(s.buckets[b] / 1e6, 3)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -197,8 +231,8 @@ def compare_overall_frame(cmp) -> pd.DataFrame:  # noqa: ANN001
 
 
 def ms_text(value: float | None) -> str:
-    """A per-step figure in ms for a metric, or 'n/a' (a kernel summary has no device span)."""
-    return "n/a" if value is None else f"{value:.3f} ms"
+    """A per-step figure in ms for a metric, or '—' (a kernel summary has no device span)."""
+    return "—" if value is None else f"{value:.3f} ms"
 
 
 def rounded(value: float | None, digits: int = 2) -> float | None:
