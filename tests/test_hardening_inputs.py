@@ -17,7 +17,7 @@ import pytest
 
 from diag import archives
 from diag.store import Store
-from tests.conftest import FIXTURES, ROOT, cli_json, ingest_into, query
+from tests.conftest import FIXTURES, REAL_AICPU_TRACE, ROOT, cli_json, ingest_into, query
 
 KINETO = FIXTURES / "kineto" / "ok_legacy_capitalised.json"
 
@@ -138,3 +138,32 @@ def test_events_whose_times_do_not_read_are_left_out_and_named(tmp_path):
     assert query(db, "SELECT count(*) FROM host_ops WHERE start_ns IS NULL") == [(0,)]
     code, out = cli_json("compare", "1", "1", "--db", str(db))
     assert code == 0 and out
+
+
+@pytest.mark.parametrize("bad", [1e30, 1e28, "1e+30", 9.3e15, "12345678901234567890123"])
+def test_one_event_with_an_absurd_duration_is_left_out_not_the_whole_trace(tmp_path, bad):
+    data = json.loads(KINETO.read_text())
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    next(e for e in events if e.get("ph") == "X")["dur"] = bad
+    path = tmp_path / "absurd.json"
+    path.write_text(json.dumps(data))
+    (outcome,) = _ingest(tmp_path / "a.duckdb", path)
+    assert outcome.status == "partial", outcome.message
+    assert (
+        outcome.message == "partial: 1 of 5 complete events have no readable 'ts' / 'dur' and were not stored"
+    )
+
+
+@pytest.mark.parametrize("bad", [1e30, "abc", "1e+30"])
+def test_a_torch_npu_trace_with_one_unreadable_duration_keeps_the_rest(tmp_path, bad):
+    trace = json.loads(REAL_AICPU_TRACE.read_text())
+    events = trace if isinstance(trace, list) else trace["traceEvents"]
+    next(e for e in events if e.get("ph") == "X")["dur"] = bad
+    run = tmp_path / "run_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    run.mkdir(parents=True)
+    (run / "trace_view.json").write_text(json.dumps(trace))
+    (outcome,) = _ingest(tmp_path / "t.duckdb", run / "trace_view.json")
+    assert outcome.status == "partial"
+    assert outcome.message == (
+        "partial: 1 of 2,212 complete events have no readable 'ts' / 'dur' and were not stored"
+    )
