@@ -2,8 +2,9 @@
 empty database, which first ingests ``sample_traces/`` (``diag.commands.app.ensure_samples``).
 
 Each page is opened from the sidebar, waited for until its script has finished running, saved as a full-page
-screenshot in ``$DIAG_SCREENSHOTS`` (default: the test's tmp folder), and fails on what a person should never
-see there (``problems``):
+screenshot in ``$DIAG_SCREENSHOTS`` (default: the test's tmp folder; ``NN_page.png``, and ``NN_page_opened.png``
+with every expander opened, plus ``NN_page.json`` with its height and problems), and fails on what a person
+should never see there, expanders opened (``problems``):
 
 * a traceback or an exception box (``st.exception``), or the word ``Error`` / ``…Error`` in the page's text;
 * a literal ``<details>`` or ``</details>`` (Markdown that was meant for HTML);
@@ -41,6 +42,7 @@ from tests.test_browser_e2e import _free_port, _wait_http
 pytestmark = pytest.mark.browser
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 POSTMORTEM_MAX_PX = 6000
+SHOT_MAX_PX = 16000
 # the sidebar link of each page and the heading it shows (app/main.py PAGES, each page's st.title)
 PAGES = {
     "Runs": "Runs",
@@ -104,6 +106,13 @@ READ_GRIDS = """async () => {
 PAGE_HEIGHT = """() => Math.max(document.documentElement.scrollHeight, document.body.scrollHeight,
   ...[...document.querySelectorAll('[data-testid="stMain"], [data-testid="stAppViewContainer"], section.main')]
      .map(e => e.scrollHeight))"""
+
+
+OPEN_EXPANDERS = """() => {
+  const closed = [...document.querySelectorAll('[data-testid="stExpander"] details:not([open]) > summary')];
+  closed.forEach(s => s.click());
+  return closed.length;
+}"""
 
 
 def none_cells(cells: list[dict[str, Any]]) -> list[str]:
@@ -223,13 +232,24 @@ def test_page_shows_no_error_no_raw_markup_no_none_cell(
             _finished(page)
         slug = re.sub(r"\W+", "_", link.lower())
         name = f"{list(PAGES).index(link) + 1:02d}_{slug}"
+        # Streamlit scrolls inside its main container, so a full-page shot of a 1,200 px viewport stops at the
+        # fold: the viewport is grown to the content first (capped: a 20,000 px Postmortem is shot in part)
+        height = int(page.evaluate(PAGE_HEIGHT))
+        page.set_viewport_size({"width": 1600, "height": min(height + 40, SHOT_MAX_PX)})
+        page.wait_for_timeout(1000)
         page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
+        # what a person sees after opening every expander (evidence, call stacks) is checked too
+        if page.evaluate(OPEN_EXPANDERS):
+            page.wait_for_timeout(1500)
+            opened = int(page.evaluate(PAGE_HEIGHT))
+            page.set_viewport_size({"width": 1600, "height": min(opened + 40, SHOT_MAX_PX)})
+            page.wait_for_timeout(1000)
+            page.screenshot(path=str(shots / f"{name}_opened.png"), full_page=True)
         main = page.locator('[data-testid="stMain"]').first
         text = main.inner_text()
         cells = page.evaluate(READ_GRIDS)
         table_cells = page.locator('[data-testid="stTable"] td').all_inner_texts()
         exceptions = page.locator('[data-testid="stException"]').count()
-        height = int(page.evaluate(PAGE_HEIGHT))
     finally:
         page.close()
     found = problems(text, cells, table_cells, exceptions)
