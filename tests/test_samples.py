@@ -61,6 +61,10 @@ def test_the_incident_log_explains_the_runs_ai_cpu_ops(sample_db: Path) -> None:
     assert rest == []
     assert (cause.category, cause.severity, cause.count) == ("aicpu_fallback", "medium", 2)
     assert [c["code"] for c in cause.codes] == ["W11001"]
+    assert cause.key_line.endswith(
+        "Run:W11001: Op [ArgMaxV2] does not hit the high-priority operator information library, "
+        "which might result in compromised performance."
+    )
     assert cause.explanation.startswith("Op ArgMaxV2: GE did not find the op in the high-priority (AI Core)")
     assert {op: [(r["line_no"], r["code"]) for r in rs] for op, rs in lines.items()} == {
         "ArgMaxV2": [(5, "W11001")],
