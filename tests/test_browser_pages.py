@@ -4,7 +4,7 @@ empty database, which first ingests ``sample_traces/`` (``diag.commands.app.ensu
 Each page is opened from the sidebar, waited for until its script has finished running, saved as a full-page
 screenshot in ``$DIAG_SCREENSHOTS`` (default: the test's tmp folder; ``NN_page.png``, and ``NN_page_opened.png``
 with every expander opened, plus ``NN_page.json`` with its height and problems), and fails on what a person
-should never see there, expanders opened (``problems``):
+should never see there, with every expander opened and every tab shown in turn (``problems``):
 
 * a traceback or an exception box (``st.exception``), or the word ``Error`` / ``…Error`` in the page's text;
 * a literal ``<details>`` or ``</details>`` (Markdown that was meant for HTML);
@@ -86,7 +86,7 @@ READ_GRIDS = """async () => {
         if (m) seen.set(td.id, {col: +m[1], row: +m[2], text: td.innerText.trim()});
       });
     };
-    if (!scroller) { read(); } else {
+    if (!scroller || !scroller.clientHeight || !scroller.clientWidth) { read(); } else {  // hidden: as is
       const stepY = Math.max(scroller.clientHeight - 40, 40), stepX = Math.max(scroller.clientWidth - 40, 40);
       for (let y = 0; ; y += stepY) {
         for (let x = 0; ; x += stepX) {
@@ -217,6 +217,14 @@ def _finished(page) -> None:  # noqa: ANN001 — the page's script has run to it
         )  # charts draw after the script ends; a rerun may follow a widget's default
 
 
+def _read(page) -> tuple[str, list[dict[str, Any]], list[str], int]:  # noqa: ANN001
+    """The page's text, its grids' cells, its st.table cells and its exception boxes, as shown now."""
+    text = page.locator('[data-testid="stMain"]').first.inner_text()
+    cells = page.evaluate(READ_GRIDS)
+    table_cells = page.locator('[data-testid="stTable"] td').all_inner_texts()
+    return text, cells, table_cells, page.locator('[data-testid="stException"]').count()
+
+
 @pytest.mark.parametrize("link", list(PAGES))
 def test_page_shows_no_error_no_raw_markup_no_none_cell(
     app_url: str, browser, shots: Path, link: str
@@ -245,11 +253,14 @@ def test_page_shows_no_error_no_raw_markup_no_none_cell(
             page.set_viewport_size({"width": 1600, "height": min(opened + 40, SHOT_MAX_PX)})
             page.wait_for_timeout(1000)
             page.screenshot(path=str(shots / f"{name}_opened.png"), full_page=True)
-        main = page.locator('[data-testid="stMain"]').first
-        text = main.inner_text()
-        cells = page.evaluate(READ_GRIDS)
-        table_cells = page.locator('[data-testid="stTable"] td').all_inner_texts()
-        exceptions = page.locator('[data-testid="stException"]').count()
+        text, cells, table_cells, exceptions = _read(page)
+        tabs = page.locator('[data-testid="stMain"] [role="tab"]')
+        for i in range(1, tabs.count()):  # a tab's content is drawn only while it is selected
+            tabs.nth(i).click()
+            page.wait_for_timeout(1500)
+            more = _read(page)
+            text, cells = text + "\n" + more[0], cells + more[1]
+            table_cells, exceptions = table_cells + more[2], exceptions + more[3]
     finally:
         page.close()
     found = problems(text, cells, table_cells, exceptions)
