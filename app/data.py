@@ -82,9 +82,14 @@ def breakdown(fp: str, run_id: int) -> stall_breakdown.Breakdown:
 def fallbacks(fp: str, run_id: int) -> list[cpu_fallback.FallbackOp]:
     bd = breakdown(fp, run_id)
     e2e = bd.total.e2e_ns if bd.total else None
-    return cpu_fallback.device_fallbacks(store(), run_id, e2e) + cpu_fallback.host_fallbacks(
+    ops = cpu_fallback.device_fallbacks(store(), run_id, e2e) + cpu_fallback.host_fallbacks(
         store(), run_id, e2e
     )
+    # the log lines that name each op (W11001, "will fall back to run on the CPU"): the page shows them under it
+    named = log_diagnosis.log_evidence_for_ops(store(), run_id, [o.op_type for o in ops])
+    for o in ops:
+        o.log_evidence = named.get(o.op_type, [])
+    return ops
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
