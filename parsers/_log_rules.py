@@ -23,7 +23,7 @@ ACL_CODES_PATH = RULES_PATH.parent / "error_codes_acl.csv"
 HCCL_CODES_PATH = RULES_PATH.parent / "error_codes_hccl.csv"
 CODES_PATH = RULES_PATH.parent / "error_codes.csv"  # the hand-written catalog (codes seen in logs)
 # CUDA / NCCL / cuBLAS / cuDNN header catalogs (CUDA:<name> …), for the CUDA rules' codes_from
-CUDA_CODES_PATHS = tuple(RULES_PATH.parent / f"error_codes_{k}.csv" for k in ("cuda", "nccl", "cublas", "cudnn"))
+CUDA_CODES_PATHS = tuple(RULES_PATH.parent / f"error_codes_{k}.csv" for k in ("cuda", "nccl", "cublas", "cudnn"))  # fmt: skip
 
 
 # -- rules ---------------------------------------------------------------------------------------------------
@@ -58,7 +58,8 @@ def _rule_codes(rule: dict) -> tuple[str, ...]:
     own = tuple(str(c) for c in rule.get("codes", ()))
     if "codes_from" not in rule:
         return own
-    prefixes = tuple(rule.get("codes_prefix", ()))  # CUDA:, NCCL: … only (a CUDA rule never takes an Ascend code)
+    # codes_prefix: only CUDA:, NCCL: … codes (a CUDA rule never takes an Ascend code)
+    prefixes = tuple(rule.get("codes_prefix", ()))
     listed = catalog_codes()[rule["codes_from"]]
     return own + tuple(c for c in listed if c not in own and (not prefixes or c.startswith(prefixes)))
 

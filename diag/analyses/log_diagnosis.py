@@ -35,7 +35,6 @@ from diag.analyses.log_episodes import (
     source_key,
 )
 from diag.analyses.log_explain import explain, key_line
-from diag.analyses.log_rule_files import merged_rule_data
 from diag.analyses.log_queries import (  # noqa: F401  (re-exported: the pages' accessors)
     RECORD_COLUMNS,
     classified_records,
@@ -48,6 +47,7 @@ from diag.analyses.log_queries import (  # noqa: F401  (re-exported: the pages' 
     records_by_ref,
     split_ref,
 )
+from diag.analyses.log_rule_files import merged_rule_data
 from diag.store import Store
 
 RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
