@@ -146,6 +146,8 @@ RULE_LINES = {
     "cuda_nvml_mismatch": "Failed to initialize NVML: Driver/library version mismatch",
     "cuda_driver_too_old": "/usr/lib/python3/dist-packages/torch/cuda/__init__.py:118: UserWarning: CUDA "
     "initialization: The NVIDIA driver on your system is too old (found version 11040).",
+    "cuda_torch_without_cuda": "AssertionError: Torch not compiled with CUDA enabled",
+    "cuda_xid": "[ 1234.567890] NVRM: Xid (PCI:0000:3b:00): 79, pid=2345, GPU has fallen off the bus.",
     "cuda_exit_sigsegv": "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -11) local_rank: 0 "
     "(pid: 4126) of binary: /usr/bin/python3",
     "cuda_exit_sigkill": "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 3 "
@@ -174,7 +176,9 @@ EXPECTED = {  # rule → (category, severity)
     "cuda_driver_too_old": ("version_mismatch", "high"), "cuda_exit_sigsegv": ("abort", "medium"),
     "cuda_exit_sigkill": ("abort", "medium"), "cuda_exit_sigabrt": ("abort", "medium"),
     "cuda_exit_sigbus": ("abort", "medium"), "cuda_exit_sigterm": ("abort", "info"),
-    "cuda_fatal_python_signal": ("abort", "medium"), "cuda_noise_nccl_info": ("info_noise", "none"),
+    "cuda_fatal_python_signal": ("abort", "medium"),
+    "cuda_torch_without_cuda": ("version_mismatch", "high"),
+    "cuda_xid": ("device_exception", "high"), "cuda_noise_nccl_info": ("info_noise", "none"),
     "cuda_noise_nccl_library": ("info_noise", "none"), "cuda_noise_torch_nccl_env": ("info_noise", "none"),
     "cuda_noise_torchvision_image": ("info_noise", "none"), "cuda_noise_python_warning": ("info_noise", "none"),
 }  # fmt: skip
