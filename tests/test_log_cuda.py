@@ -173,9 +173,9 @@ EXPECTED = {  # rule → (category, severity)
     "cuda_code_version_mismatch": ("version_mismatch", "high"), "cuda_code_nccl": ("hccl_timeout", "high"),
     "cuda_nccl_watchdog_timeout": ("hccl_timeout", "high"), "cuda_nccl_aborted": ("hccl_timeout", "high"),
     "cuda_nccl_error": ("hccl_timeout", "high"), "cuda_nvml_mismatch": ("version_mismatch", "high"),
-    "cuda_driver_too_old": ("version_mismatch", "high"), "cuda_exit_sigsegv": ("abort", "medium"),
-    "cuda_exit_sigkill": ("abort", "medium"), "cuda_exit_sigabrt": ("abort", "medium"),
-    "cuda_exit_sigbus": ("abort", "medium"), "cuda_exit_sigterm": ("abort", "info"),
+    "cuda_driver_too_old": ("version_mismatch", "high"), "cuda_exit_sigsegv": ("abort", "info"),
+    "cuda_exit_sigkill": ("abort", "info"), "cuda_exit_sigabrt": ("abort", "info"),
+    "cuda_exit_sigbus": ("abort", "info"), "cuda_exit_sigterm": ("abort", "info"),
     "cuda_fatal_python_signal": ("abort", "medium"),
     "cuda_torch_without_cuda": ("version_mismatch", "high"),
     "cuda_xid": ("device_exception", "high"), "cuda_noise_nccl_info": ("info_noise", "none"),
@@ -299,3 +299,18 @@ def test_train_consoles_end_to_end(name, category):
     assert half_of(name) == "train"  # never a held file
     got, severity, _ = diagnose(WILD / name)
     assert (got, severity) == (category, "high")
+
+
+def test_launcher_exit_signal_never_hides_the_workers_cause(tmp_path):
+    """torchrun prints the signal in its own source after the worker's records: the worker's OOM stays the answer."""
+    log = tmp_path / "torchrun.log"
+    log.write_text(
+        "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
+        "of 79.15 GiB of which 1.06 GiB is free.\n"
+        "E1201 10:00:05.000000 140 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -9) "
+        "local_rank: 0 (pid: 4126) of binary: /usr/bin/python3\n",
+        encoding="utf-8",
+    )
+    got, severity, raw = diagnose(log)
+    assert (got, severity) == ("oom", "high")
+    assert raw.startswith("[rank0]: torch.OutOfMemoryError: CUDA out of memory.")
