@@ -147,6 +147,10 @@ RULE_LINES = {
     "cuda_driver_too_old": "/usr/lib/python3/dist-packages/torch/cuda/__init__.py:118: UserWarning: CUDA "
     "initialization: The NVIDIA driver on your system is too old (found version 11040).",
     "cuda_torch_without_cuda": "AssertionError: Torch not compiled with CUDA enabled",
+    # w3_031 (train)
+    "cuda_unclassified_error": "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling `cublasGemmEx( "
+    "handle, opa, opb, m, n, k, &falpha, a, CUDA_R_16F, lda, b, CUDA_R_16F, ldb, &fbeta, c, CUDA_R_16F, ldc, "
+    "CUDA_R_32F, CUBLAS_GEMM_DEFAULT_TENSOR_OP)`",
     "cuda_xid": "[ 1234.567890] NVRM: Xid (PCI:0000:3b:00): 79, pid=2345, GPU has fallen off the bus.",
     "cuda_exit_sigsegv": "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -11) local_rank: 0 "
     "(pid: 4126) of binary: /usr/bin/python3",
@@ -178,6 +182,7 @@ EXPECTED = {  # rule → (category, severity)
     "cuda_exit_sigbus": ("abort", "info"), "cuda_exit_sigterm": ("abort", "info"),
     "cuda_fatal_python_signal": ("abort", "medium"),
     "cuda_torch_without_cuda": ("version_mismatch", "high"),
+    "cuda_unclassified_error": ("unclassified_error", "medium"),
     "cuda_xid": ("device_exception", "high"), "cuda_noise_nccl_info": ("info_noise", "none"),
     "cuda_noise_nccl_library": ("info_noise", "none"), "cuda_noise_torch_nccl_env": ("info_noise", "none"),
     "cuda_noise_torchvision_image": ("info_noise", "none"), "cuda_noise_python_warning": ("info_noise", "none"),
@@ -280,7 +285,7 @@ def test_merge_places_rules_and_refuses_an_unknown_anchor(tmp_path):
     ids = [r["id"] for r in log_rule_files.merged_rule_data()["rule"]]
     assert ids[0] == "cuda_noise_nccl_info"
     assert ids.index("cuda_fatal_python_signal") == ids.index("abort_watchdog") - 1
-    assert ids.index("cuda_noise_python_warning") == ids.index("unclassified_error") - 1
+    assert ids.index("cuda_unclassified_error") == ids.index("unclassified_error") - 1
     extra = tmp_path / "extra.toml"
     extra.write_text('[[rule]]\nid = "x"\nbefore = "no_such_rule"\n', encoding="utf-8")
     with pytest.raises(ValueError, match="no_such_rule"):
