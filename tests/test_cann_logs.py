@@ -323,7 +323,8 @@ RULE_EXAMPLES = {
 
 def test_every_rule_has_an_example_and_compiles_everywhere():
     rules = cann_log.load_rules()
-    assert [r.id for r in rules if r.id not in RULE_EXAMPLES] == []
+    # the CUDA rules' examples are in tests/test_log_cuda.py
+    assert [r.id for r in rules if r.id not in RULE_EXAMPLES and not r.id.startswith("cuda_")] == []
     assert len({r.id for r in rules}) == len(rules)
     for r in rules:
         if r.pattern:
