@@ -137,16 +137,18 @@ def test_a_run_chosen_on_compare_is_the_selected_run_everywhere(sample_db, monke
 def test_cluster_opens_the_job_holding_the_selected_run(sample_db, monkeypatch, tmp_path):
     at = open_page(monkeypatch, sample_db, uploads=tmp_path / "uploads")
     at.switch_page("app_pages/11_cluster.py").run()
-    first = at.selectbox(key="cluster_job").value  # nothing of a job selected: the job with most ranks
-    assert first == _run_id(sample_db, "SELECT job_id FROM jobs WHERE name = 'job4'")
-    tp2_rank1 = _run_id(sample_db, "SELECT run_id FROM runs WHERE name LIKE 'rank1_3003034%'")
-    at.switch_page("app_pages/01_runs.py").run()
-    at.selectbox(key="runs_select").select(tp2_rank1).run()
-    at.switch_page("app_pages/11_cluster.py").run()
-    assert not at.exception, at.exception
+    # the Runs page opened on run 1 (the first sample: rank 0 of the TP=2 job): its job, not the biggest one
     tp2 = _run_id(sample_db, "SELECT job_id FROM jobs WHERE name = 'llm_decode_tp2'")
     assert at.selectbox(key="cluster_job").value == tp2
     assert any(c.value.startswith("2 ranks · 4 step(s)") for c in at.caption), [c.value for c in at.caption]
+    job4_rank2 = _run_id(sample_db, "SELECT run_id FROM runs WHERE name LIKE 'rank2_460226%'")
+    at.switch_page("app_pages/01_runs.py").run()
+    at.selectbox(key="runs_select").select(job4_rank2).run()
+    at.switch_page("app_pages/11_cluster.py").run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="cluster_job").value == _run_id(
+        sample_db, "SELECT job_id FROM jobs WHERE name = 'job4'"
+    )
 
 
 def test_a_table_is_as_tall_as_its_rows_up_to_a_cap_and_gaps_read_a_dash(monkeypatch):
