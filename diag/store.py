@@ -385,12 +385,14 @@ class Store:
 
     # -- read side -------------------------------------------------------------------------------------------
     def fingerprint(self) -> str:
-        """Changes whenever any ingest or delete commits: the cache key for analysis results."""
+        """Changes whenever any ingest or delete commits: the cache key for analysis results. It names the database
+        file too: two stores with the same counts (the same samples ingested in another order) must not share
+        cached results in one process (the app's caches are per process, not per database)."""
         row = self.con.execute(
             "SELECT count(*), coalesce(max(file_id), 0), coalesce(sum(rows), 0) FROM files"
         ).fetchall()[0]
         runs = self.con.execute("SELECT count(*), coalesce(max(run_id), 0) FROM runs").fetchall()[0]
-        return f"{row[0]}-{row[1]}-{row[2]}-{runs[0]}-{runs[1]}"
+        return f"{self.path.resolve()}:{row[0]}-{row[1]}-{row[2]}-{runs[0]}-{runs[1]}"
 
     def table_counts(self, run_ids: list[int] | None = None) -> dict[str, int]:
         counts: dict[str, int] = {}
