@@ -267,8 +267,9 @@ def _noted(result: tuple[pa.Table, _Text], seen: _Text) -> pa.Table:
 class CannLogParser:
     name = "cann_log"
     # 2: origin, codes, figures; records never span two sources. 3: recompile_limit_fail rule. 4: code-first rules
-    # (codes_from the ACL catalog), unclassified_error, platform noise, vLLM console rules, identity-guard recompiles
-    version = 4
+    # (codes_from the ACL catalog), unclassified_error, platform noise, vLLM console rules, identity-guard recompiles.
+    # 5: task timeouts by the runtime's reason, inner-error messages, device-log dumps, more phrase families (#16)
+    version = 5
     platform = "ascend"
     creates_run = False  # a log joins the run of its folder when there is one
 

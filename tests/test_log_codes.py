@@ -302,7 +302,7 @@ def test_key_line_of_a_long_flattened_line_is_cut_around_its_code():
         ("EZ3002", "op_unsupported"),  # EZ: operators / aclnn
         ("E39999", "device_exception"),  # E3: AI CPU
         ("E19022", "oom"),  # E1: GE
-        ("EE1001", "version_mismatch"),  # EE: runtime
+        ("EE1001", ""),  # EE: runtime "The argument is invalid": generic, its reason decides (#16, w2_038)
         ("EZ9999", ""),  # an Inner Error wrapper places nothing on its own
         ("ERR01007", "op_unsupported"),  # torch_npu OPS, not supported
         ("ERR02011", "hccl_timeout"),  # torch_npu DIST, timeout

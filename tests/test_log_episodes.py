@@ -486,7 +486,8 @@ def test_trap_one_device_exception_is_one_cause(tmp_path):
     device = serious[0]
     assert device.first_ns == device.last_ns == ns("2026-04-15 11:19:38.491647")  # the block's own time
     assert sorted(k["code"] for k in device.codes) == ["507015", "EZ9999"]
-    assert [e.line_no for e in device.evidence] == [1, 3]
+    # the device's own report (line 3) leads; the API return-code line (line 1) only echoes it (#16)
+    assert [e.line_no for e in device.evidence] == [3, 1]
     assert [e.episode for e in diagnosis.episodes(store)] == [1]
     assert "errorStr: The DDR address of the MTE instruction is out of range" in device.explanation
 
