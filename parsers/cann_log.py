@@ -48,6 +48,7 @@ from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import duckdb
@@ -113,8 +114,16 @@ def _looks_binary(head: bytes) -> bool:
     return ctrl > max(4, len(sample) // 100)
 
 
+@lru_cache(maxsize=1)
+def _rule_words() -> tuple[re.Pattern[str], ...]:
+    """The patterns of the classification rules that say something (not noise), for Python ``re``."""
+    return tuple(re.compile(r.pattern) for r in load_rules() if r.pattern and r.role != "noise")
+
+
 def detect(probe: Probe) -> bool:
-    """Claims text with CANN / torch_npu log lines; a ``*.log``-like name lowers the bar to any log-ish line."""
+    """Claims text with CANN / torch_npu log lines; a ``*.log``-like name lowers the bar to any log-ish line or
+    any words a classification rule knows (a pasted excerpt such as ``Available KV cache memory: -0.87 GiB`` or
+    a device-log ``EXCEPTION TASK:`` dump has no logger prefix at all)."""
     if probe.path.suffix.lower() in _NOT_LOGS or _looks_binary(probe.head):
         return False
     text = probe.text
@@ -122,7 +131,9 @@ def detect(probe: Probe) -> bool:
         return False
     if _STRONG.search(text):
         return True
-    return bool(_LOG_NAMES.search(probe.name) and _WEAK.search(text))
+    if not _LOG_NAMES.search(probe.name):
+        return False
+    return bool(_WEAK.search(text)) or any(rx.search(text) for rx in _rule_words())
 
 
 # -- reading -------------------------------------------------------------------------------------------------

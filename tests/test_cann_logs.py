@@ -323,6 +323,9 @@ RULE_EXAMPLES = {
     "task_timeout_reason": "EE9999[PID: 818] 2026-08-13-15:31:21.888.208 (EE9999):  The error from device(chipId:5, dieId:0), serial number is 1, event wait timeout occurred during task execution, stream_id:44",
     "abort_fatal_signal": "Fatal Python error: Segmentation fault",
     "inner_error_message": "EZ9999[PID: 17833] 2025-12-23-07:36:19.237.396 (EZ9999):  HCCL_BUFFSIZE is too SMALL, maxBs = 512, h = 2048, epWorldSize = 2",
+    "abort_signal_handler": "[2024-02-27 16:09:19,106 E 19394 19394] logging.cc:361: *** SIGSEGV received at time=1709021359 on cpu 44 ***",
+    "unclassified_exception_code": "[Question]: RuntimeError: aclnnCausalConv1dGetWorkspaceSize failed with aclnnStatus=561002.",
+    "version_missing_module": "ModuleNotFoundError: No module named 'tbe'",
 }
 
 
