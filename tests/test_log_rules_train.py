@@ -69,6 +69,13 @@ CASES = [
         "high",
         "torch._dynamo.exc.FailOnRecompileLimitHit: recompile_limit reached",
     ),
+    # an elision line ("....." between two pastes) joins them: the limit warning leads, not the cut-off frame
+    (
+        "w2_009_failonrecompile_check_type_id_loop_pytorch_167504.log",
+        "recompile",
+        "high",
+        "torch._dynamo hit config.recompile_limit (8)",
+    ),
     (
         "w1_001_no_memory_cache_blocks.log",
         "oom",
