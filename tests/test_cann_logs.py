@@ -592,3 +592,18 @@ def test_codes_outside_the_catalog_are_described_by_their_spelling(code, compone
 def test_codes_mentioned_mid_line(line, category):
     rec = classify_lines([line])
     assert len(rec) == 1 and rec[0]["category"] == category, rec[0]
+
+
+def test_a_progress_bar_glued_before_a_log_line_is_cut_off():
+    """A tqdm bar whose carriage return was lost in a copy is dropped; the log line glued to it is read (#16)."""
+    from parsers._log_grammar import split_lines
+
+    glued = (
+        "Processed prompts:   0%|          | 0/4 [00:00<?, ?it/s, est. speed input: 0.00 toks/s, output: 0.00 toks/s]"
+        "[rank0]:V0925 13:34:27.040958 139966991710016 torch/_dynamo/guards.py:2609] [0/7] Recompiling function forward"
+    )
+    alone = "Processed prompts: 100%|██████████| 4/4 [00:01<00:00,  3.10it/s]"
+    assert split_lines(f"{glued}\n{alone}\n") == [
+        "[rank0]:V0925 13:34:27.040958 139966991710016 torch/_dynamo/guards.py:2609] [0/7] Recompiling function forward",
+        alone,  # a bar with nothing glued to it stays as it is
+    ]
