@@ -160,3 +160,33 @@ def test_vllm_ascend_optional_extension_import_is_noise() -> None:
     assert half_of(file) == "train"
     category, severity, _ = diagnose(WILD / file)
     assert severity not in ("high", "medium"), (category, severity)
+
+
+# Phrase families written from the public wordings (a train line, or the message as its source prints it)
+WORDINGS = [
+    # torch's caching-allocator OOM, as every device backend prints it
+    ("RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.15 GiB total capacity)", "oom"),
+    # vLLM V0 worker.raise_if_cache_size_invalid
+    (
+        "ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be stored "
+        "in KV cache (17440). Try increasing `gpu_memory_utilization` or decreasing `max_model_len`",
+        "oom",
+    ),
+    # torch_npu ProcessGroupHCCL watchdog (train w1_006) and vLLM V1 EngineDeadError: consequences, not causes
+    (
+        "[rank7]:[E1212 12:10:10.131512730 compiler_depend.ts:1675] [Rank 7] HCCL watchdog thread terminated with exception:",
+        "abort",
+    ),
+    (
+        "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above)",
+        "abort",
+    ),
+]
+
+
+@pytest.mark.parametrize(("line", "category"), WORDINGS, ids=[w[1] + str(i) for i, w in enumerate(WORDINGS)])
+def test_documented_wording_gets_its_category(line: str, category: str) -> None:
+    from tests.test_cann_logs import classify_lines
+
+    (rec,) = classify_lines([line])
+    assert rec["category"] == category, rec
