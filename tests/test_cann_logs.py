@@ -326,6 +326,7 @@ RULE_EXAMPLES = {
     "abort_signal_handler": "[2024-02-27 16:09:19,106 E 19394 19394] logging.cc:361: *** SIGSEGV received at time=1709021359 on cpu 44 ***",
     "unclassified_exception_code": "[Question]: RuntimeError: aclnnCausalConv1dGetWorkspaceSize failed with aclnnStatus=561002.",
     "version_missing_module": "ModuleNotFoundError: No module named 'tbe'",
+    "noise_deprecation": "/usr/lib/python3.10/site-packages/torch_npu/utils/_device.py:12: FutureWarning: `torch.npu.amp.autocast(args...)` is deprecated. Please use `torch.amp.autocast('npu', args...)` instead.",
 }
 
 
