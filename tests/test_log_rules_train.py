@@ -190,3 +190,19 @@ def test_documented_wording_gets_its_category(line: str, category: str) -> None:
 
     (rec,) = classify_lines([line])
     assert rec["category"] == category, rec
+
+
+def test_a_cause_is_named_by_its_real_code_not_the_envelope_code(tmp_path) -> None:  # noqa: ANN001
+    """w2_050: the lead record names only EZ9999 (an envelope); the title names the runtime code 507014 of the
+    record beside it, the one that says "aicore timeout"."""
+    from diag.analyses.log_diagnosis import log_scope
+    from diag.store import Store
+    from tests.conftest import ingest_into
+
+    file = "w2_050_aicore_error_line_but_timeout_retcode_0x25_ptoas_864.log"
+    assert half_of(file) == "train"
+    with Store(tmp_path / "db.duckdb") as store:
+        ingest_into(store, [WILD / file])
+        top = log_scope(store).causes[0]
+    assert top.title == "Device task timeout: 507014"
+    assert top.key_line.startswith("Kernel task happen error, retCode=0x25, [aicore timeout].")

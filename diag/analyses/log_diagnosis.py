@@ -22,6 +22,7 @@ accessors live in ``log_queries`` (re-exported here).  Data only; nothing here d
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
@@ -273,7 +274,7 @@ def _root_cause(rank: int, c: dict[str, Any], echo_of: int | None) -> RootCause:
     roles = {v: k for k, v in ROLE_ORDER.items()}
     evidence = [Evidence(**e) for e in c["evidence"]]
     figures = json.loads(c["figures"]) if isinstance(c["figures"], str) else dict(c["figures"] or {})
-    lead_code = next((e.code for e in evidence if e.code), None)
+    lead_code = _lead_code(evidence)
     said = explain(c["lead_rule"], c["category"], [e.raw for e in evidence], figures, lead_code)
     return RootCause(
         rank=rank,
@@ -298,6 +299,20 @@ def _root_cause(rank: int, c: dict[str, Any], echo_of: int | None) -> RootCause:
         advice=said.advice,
         key_line=_key_line(c["lead_rule"], evidence),
     )
+
+
+@lru_cache(maxsize=1)
+def _wrapper_code() -> re.Pattern[str]:
+    """rules/log_codes.toml ``wrapper``: the generic envelope codes (EZ9999, ERR00100 …)."""
+    with open(RULES_DIR / "log_codes.toml", "rb") as fh:
+        return re.compile(tomllib.load(fh)["wrapper"])
+
+
+def _lead_code(evidence: list[Evidence]) -> str | None:
+    """The code a root cause is named by: the first code of its evidence that is not a generic envelope (the
+    507014 beside an EZ9999 record), else the first code."""
+    codes = [e.code for e in evidence if e.code]
+    return next((c for c in codes if not _wrapper_code().match(c)), codes[0] if codes else None)
 
 
 def _key_line(rule_id: str, evidence: list[Evidence]) -> str:
