@@ -181,6 +181,12 @@ WORDINGS = [
         "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above)",
         "abort",
     ),
+    # torch_npu's closing line after an inner error: an envelope that points at the records above it
+    (
+        "ERROR 03-04 12:57:08 [engine.py:409] RuntimeError: The Inner error is reported as above. The process exits "
+        "for this inner error, and the current working operator name is RepeatInterleave.",
+        "error_wrapper",
+    ),
 ]
 
 
