@@ -13,6 +13,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from app import state
 from diag.analyses import cluster as cluster_analysis
 from diag.analyses import compare as compare_analysis
 from diag.analyses import counts as counts_analysis
@@ -24,7 +25,14 @@ from diag.analyses import timeline as tl_analysis
 from diag.analyses.runs import list_runs
 from diag.ingest import FileOutcome
 from diag.store import Store
-from diag.uploads import DEFAULT_UPLOAD_BYTES, Upload, ingest_uploads, upload_root
+from diag.uploads import (
+    DEFAULT_UPLOAD_BYTES,
+    Upload,
+    ingest_uploads,
+    prune_uploads,
+    upload_folders,
+    upload_root,
+)
 
 TIMELINE_MAX_MARKS = int(os.environ.get("DIAG_TIMELINE_MAX_MARKS", "8000"))
 
@@ -74,9 +82,14 @@ def breakdown(fp: str, run_id: int) -> stall_breakdown.Breakdown:
 def fallbacks(fp: str, run_id: int) -> list[cpu_fallback.FallbackOp]:
     bd = breakdown(fp, run_id)
     e2e = bd.total.e2e_ns if bd.total else None
-    return cpu_fallback.device_fallbacks(store(), run_id, e2e) + cpu_fallback.host_fallbacks(
+    ops = cpu_fallback.device_fallbacks(store(), run_id, e2e) + cpu_fallback.host_fallbacks(
         store(), run_id, e2e
     )
+    # the log lines that name each op (W11001, "will fall back to run on the CPU"): the page shows them under it
+    named = log_diagnosis.log_evidence_for_ops(store(), run_id, [o.op_type for o in ops])
+    for o in ops:
+        o.log_evidence = named.get(o.op_type, [])
+    return ops
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -104,10 +117,8 @@ def cluster(fp: str, job_id: int) -> cluster_analysis.ClusterView:
 
 
 def open_run(run_id: int) -> None:
-    """Select a run for the other pages (their run pickers start from it)."""
-    st.session_state["run_id"] = run_id
-    st.session_state["step"] = None
-    st.session_state["tl_run"] = run_id
+    """Select a run for the other pages (their run pickers, the Timeline's too, start from it: app.state)."""
+    state.select_run(run_id)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -147,15 +158,25 @@ def save_notes(
         return postmortem_notes.save_notes(store(), values, run_id, job_id)
 
 
-def open_in_timeline(run_id: int, start_ns: int | None, end_ns: int | None) -> None:
-    """Select a run and a time window for the Timeline page (pages call st.switch_page after this)."""
+def open_in_timeline(
+    run_id: int, start_ns: int | None, end_ns: int | None, names: tuple[str, ...] | list[str] = ()
+) -> None:
+    """Select a run and a time window for the Timeline page (pages call st.switch_page after this).
+
+    The window is the range's own span (with ``names``: the first call of that op in it), padded by a small
+    fraction that never reaches a neighbouring op (``diag.analyses.timeline.focus_window``). Only plain state is
+    set here: the Timeline page puts it into its widgets before drawing them (no Session State warning)."""
     st.session_state["run_id"] = run_id
     st.session_state["step"] = None
-    st.session_state["tl_run"] = run_id  # the Timeline page's own widgets start from this choice
-    st.session_state["tl_step"] = None
+    st.session_state.pop("tl_step", None)  # the page shows "custom window" for a window that is not a step
+    st.session_state.pop("tl_focus", None)
     if start_ns is not None and end_ns is not None:
-        pad = max((end_ns - start_ns) // 20, 1000)
-        st.session_state["tl_window"] = (start_ns - pad, end_ns + pad)
+        lo, hi, op = tl_analysis.focus_window(store(), run_id, start_ns, end_ns, tuple(names))
+        st.session_state["tl_window"], st.session_state["tl_window_run"] = (lo, hi), run_id
+        if op is not None:
+            st.session_state["tl_focus"] = (op, (lo, hi))  # the page says which call it opened on
+    else:
+        st.session_state.pop("tl_window", None)
     st.session_state["tl_zoom"] = st.session_state.get("tl_zoom", 0) + 1
 
 
@@ -172,8 +193,11 @@ def ingest(uploads: list[Upload], on_file_done: Callable[[FileOutcome], None] | 
 
 
 def delete_run(run_id: int) -> None:
+    """Delete a run, then the upload folders nothing stored comes from any more (diag.uploads retention)."""
     with _write_lock():
+        folders = upload_folders(store(), upload_root(db_path()), run_id)
         store().delete_run(run_id)
+        prune_uploads(store(), upload_root(db_path()), folders)
 
 
 def _serving_rules_stamp() -> str:
@@ -220,3 +244,15 @@ def _serving_comparison_for_runs(fp: str, rules_stamp: str, run_a: int, run_b: i
 def serving_comparison_for_runs(fp: str, run_a: int, run_b: int) -> dict | None:
     """Serving figures of profile run A's deployment against run B's, or None when either has none."""
     return _serving_comparison_for_runs(fp, _serving_rules_stamp(), run_a, run_b)
+
+
+def chrome_trace_bytes(run_id: int) -> bytes:
+    """The run as a Chrome / Perfetto trace (diag export --format chrome), built when the user clicks download."""
+    import tempfile
+
+    from diag import chrome_trace
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "trace.json"
+        chrome_trace.write_chrome_trace(store(), run_id, path)
+        return path.read_bytes()

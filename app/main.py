@@ -11,12 +11,12 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `streamlit run app/main.py` puts app/ on the path, not the repo
     sys.path.insert(0, str(ROOT))
 
-from app import data  # noqa: E402
+from app import data, state  # noqa: E402
 from diag.errors import DiagError  # noqa: E402
 
-st.set_page_config(
-    page_title="diag — Ascend/CUDA inference diagnosis", page_icon=":material/monitor_heart:", layout="wide"
-)
+# An emoji favicon is drawn by the browser from a data: URL; a ":material/…:" favicon is fetched from an external
+# font host on every page (fails offline). The page icons below come from the font Streamlit serves itself.
+st.set_page_config(page_title="diag — Ascend/CUDA inference diagnosis", page_icon="🩺", layout="wide")
 
 PAGES = [
     st.Page("app_pages/01_runs.py", title="Runs", icon=":material/table_rows:", default=True),
@@ -30,6 +30,7 @@ PAGES = [
     st.Page("app_pages/09_postmortem.py", title="Postmortem", icon=":material/description:"),
     st.Page("app_pages/10_serving.py", title="Serving acceptance", icon=":material/speed:"),
     st.Page("app_pages/11_cluster.py", title="Cluster", icon=":material/grid_view:"),
+    st.Page("app_pages/12_glossary.py", title="Glossary", icon=":material/menu_book:"),
 ]
 
 page = st.navigation(PAGES)
@@ -42,7 +43,7 @@ page.run()
 
 with st.sidebar:  # after the page ran, so that it shows the page's choice
     st.caption(f"database: `{data.db_path()}`")
-    run_id = st.session_state.get("run_id")
+    run_id = state.selected_run()
     if run_id is not None:
-        step = st.session_state.get("step")
+        step = state.selected_step()
         st.caption(f"selected run: **{run_id}**" + (f", step {step}" if step is not None else ""))

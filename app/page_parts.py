@@ -13,7 +13,7 @@ def kernel_count_metrics(counts: KernelCounts) -> None:
     k[0].metric("device kernels", f"{counts.device_kernels:,}")
     k[1].metric("operator types", f"{counts.operator_types:,}")
     k[2].metric(
-        "kernels per step", "-" if counts.kernels_per_step is None else f"{counts.kernels_per_step:,.1f}"
+        "kernels per step", "—" if counts.kernels_per_step is None else f"{counts.kernels_per_step:,.1f}"
     )
     if counts.note():
         st.info(f"Data quality: {counts.note()}")

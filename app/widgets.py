@@ -5,130 +5,40 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
+from app.glossary import help_for
 from diag.analyses.stall_breakdown import BUCKET_LABELS, BUCKETS, Breakdown
-from diag.analyses.timeline import Timeline
 from diag.report import md_escape
 
-KIND_COLORS = {
-    "AI_CORE": "#1f77b4",
-    "AI_VECTOR_CORE": "#6baed6",
-    "MIX_AIC": "#756bb1",
-    "MIX_AIV": "#9e9ac8",
-    "FFTS_PLUS": "#3182bd",
-    "AI_CPU": "#d62728",
-    "COMMUNICATION": "#2ca02c",
-    "COMM_TASK": "#98df8a",
-    "MEMCPY": "#ff7f0e",
-    "SYNC": "#bdbdbd",
-    "DSA": "#8c6d31",
-    "OTHER": "#969696",
-    "OVERLAP": "#17becf",
-    "CPU_OP": "#8c564b",
-    "PYTHON_FUNCTION": "#c49c94",
-    "CANN_API": "#e377c2",
-    "ENQUEUE": "#bcbd22",
-    "DEQUEUE": "#dbdb8d",
+
+RUNS_COLUMNS = {  # the columns a person reads first come first; the long source path last
+    "run_id": "run",
+    "platform": "platform",
+    "name": "name",
+    "rank": "rank",
+    "steps": "steps",
+    "span (ms)": "span (ms)",
+    "ai_cpu_tasks": "AI_CPU tasks",
+    "device": "device",
+    "profiler_level": "level",
+    "torch_npu_version": "torch_npu",
+    "cann_version": "CANN",
+    "host_ops": "host_ops",
+    # row counts of the stored tables; the run's device kernels are counted once below the table
+    "device_tasks": "device task rows",
+    "kernels": "kernel_details rows",
+    "files": "files",
+    "failed_files": "failed",
+    "source": "source",
 }
-OVERLAP_COLORS = {
-    "Computing": "#1f77b4",
-    "Communication": "#2ca02c",
-    "Communication(Not Overlapped)": "#9467bd",
-    "Free": "#d9d9d9",
+RUNS_HELP = {
+    "AI_CPU tasks": help_for("AI_CPU"),
+    "device task rows": help_for("task"),
+    "kernel_details rows": help_for("Kernel Details"),
+    "CANN": help_for("CANN"),
+    "torch_npu": help_for("torch_npu"),
+    "level": "The profiler level the run was captured with (torch_npu Level0/1/2); higher levels record more.",
+    "steps": "Profiler steps found in the run (ProfilerStep#N ranges or step_trace_time.csv rows).",
 }
-AI_CPU_MARKER = dict(symbol="triangle-down", size=11, color="#d62728", line=dict(color="black", width=1))
-
-
-def _ms(ns: pd.Series, origin: int) -> pd.Series:
-    return (ns - origin) / 1e6
-
-
-def timeline_figure(tl: Timeline) -> go.Figure:
-    lanes = list(tl.lanes)
-    fig = go.Figure()
-    origin = tl.run_start_ns
-    if tl.mode == "events" and tl.events is not None and tl.events.num_rows:
-        df = tl.events.to_pandas()
-        df["start_ms"] = _ms(df["start_ns"], origin)
-        df["dur_ms"] = df["dur_ns"].clip(lower=1) / 1e6
-        df["detail"] = df["detail"].fillna("")
-        for kind, part in df.groupby("kind", sort=True):
-            color = KIND_COLORS.get(kind, "#7f7f7f")
-            if kind == "OVERLAP":
-                color = part["name"].map(OVERLAP_COLORS).fillna("#17becf").tolist()
-            fig.add_trace(
-                go.Bar(
-                    name=kind,
-                    orientation="h",
-                    y=part["lane"],
-                    x=part["dur_ms"],
-                    base=part["start_ms"],
-                    marker=dict(color=color, line=dict(width=1.5 if kind == "AI_CPU" else 0, color="black")),
-                    customdata=part[["name", "detail", "dur_ns"]].to_numpy(),
-                    hovertemplate="<b>%{customdata[0]}</b><br>" + kind + "<br>%{customdata[1]}<br>"
-                    "start %{base:.3f} ms · dur %{customdata[2]:,} ns<extra>%{y}</extra>",
-                )
-            )
-        ai = df[df["kind"] == "AI_CPU"]
-        if len(ai):
-            fig.add_trace(
-                go.Scatter(
-                    name="AI_CPU (CPU fallback)",
-                    x=ai["start_ms"] + ai["dur_ms"] / 2,
-                    y=ai["lane"],
-                    mode="markers",
-                    marker=AI_CPU_MARKER,
-                    customdata=ai[["name"]].to_numpy(),
-                    hovertemplate="<b>AI_CPU fallback</b><br>%{customdata[0]}<extra>%{y}</extra>",
-                )
-            )
-        fig.update_layout(barmode="overlay")
-    elif tl.mode == "bins" and tl.bins is not None and tl.bins.num_rows:
-        df = tl.bins.to_pandas()
-        df["x_ms"] = _ms(df["bin_start_ns"] + df["bin_ns"] / 2, origin)
-        df["occupancy"] = (df["busy_ns"] / df["bin_ns"]).clip(upper=1.0) * 100
-        fig.add_trace(
-            go.Heatmap(
-                x=df["x_ms"],
-                y=df["lane"],
-                z=df["occupancy"],
-                colorscale="Blues",
-                zmin=0,
-                zmax=100,
-                colorbar=dict(title="busy %", thickness=12),
-                xgap=0,
-                ygap=2,
-                customdata=df[["count", "top_kind", "ai_cpu"]].to_numpy(),
-                hovertemplate="%{y}<br>t=%{x:.3f} ms<br>busy %{z:.0f}%<br>%{customdata[0]} events, mostly "
-                "%{customdata[1]}<br>AI_CPU: %{customdata[2]}<extra></extra>",
-                name="occupancy",
-            )
-        )
-        ai = df[df["ai_cpu"] > 0]
-        if len(ai):
-            fig.add_trace(
-                go.Scatter(
-                    name="AI_CPU (CPU fallback)",
-                    x=ai["x_ms"],
-                    y=ai["lane"],
-                    mode="markers",
-                    marker=AI_CPU_MARKER,
-                    customdata=ai[["ai_cpu"]].to_numpy(),
-                    hovertemplate="<b>%{customdata[0]} AI_CPU task(s)</b><br>t=%{x:.3f} ms<extra>%{y}</extra>",
-                )
-            )
-    fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(lanes)), title=None, automargin=True)
-    fig.update_xaxes(
-        title="time since run start (ms)",
-        range=[(tl.window_start_ns - origin) / 1e6, (tl.window_end_ns - origin) / 1e6],
-    )
-    fig.update_layout(
-        height=max(320, 28 * len(lanes) + 140),
-        margin=dict(l=10, r=10, t=30, b=40),
-        legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0),
-        dragmode="select",
-        hovermode="closest",
-    )
-    return fig
 
 
 def runs_frame(rows: list[dict]) -> pd.DataFrame:
@@ -136,39 +46,7 @@ def runs_frame(rows: list[dict]) -> pd.DataFrame:
     if df.empty:
         return df
     df["span (ms)"] = (df["duration_ns"] / 1e6).round(3)
-    return df[
-        [
-            "run_id",
-            "platform",
-            "name",
-            "rank",
-            "device",
-            "profiler_level",
-            "torch_npu_version",
-            "cann_version",
-            "span (ms)",
-            "host_ops",
-            "device_tasks",
-            "ai_cpu_tasks",
-            "kernels",
-            "steps",
-            "files",
-            "failed_files",
-            "source",
-        ]
-    ].rename(
-        columns={
-            "run_id": "run",
-            "profiler_level": "level",
-            "torch_npu_version": "torch_npu",
-            "cann_version": "CANN",
-            "ai_cpu_tasks": "AI_CPU tasks",
-            # row counts of the stored tables; the run's device kernels are counted once below the table
-            "device_tasks": "device task rows",
-            "kernels": "kernel_details rows",
-            "failed_files": "failed",
-        }
-    )
+    return df[list(RUNS_COLUMNS)].rename(columns=RUNS_COLUMNS)
 
 
 def outcomes_frame(outcomes: list[dict]) -> pd.DataFrame:
@@ -223,12 +101,46 @@ def breakdown_figure(bd: Breakdown) -> go.Figure:
     return fig
 
 
+BUCKET_TERMS = {  # the glossary term (diag/rules/glossary.toml) explaining each bucket
+    "ai_cpu": "AI_CPU",
+    "cube": "Cube",
+    "vector": "Vector",
+    "layout": "TransData",
+    "comm_exposed": "Communication(Not Overlapped)",
+    "memcpy_exposed": "PCIE_DMA_SQE",
+    "idle": "Free",
+}
+
+
+BUCKET_SHORT = {  # table headers short enough for a laptop screen; BUCKET_LABELS is the column's tooltip
+    "ai_cpu": "AI CPU",
+    "attention": "Attention",
+    "layout": "Layout",
+    "cube": "Cube",
+    "vector": "Vector",
+    "other": "Other",
+    "comm_exposed": "Comm exposed",
+    "memcpy_exposed": "Memcpy exposed",
+    "idle": "Idle",
+}
+
+
+def breakdown_helps() -> dict[str, str]:
+    """Column label → tooltip for the Stalls table (breakdown_frame's columns): the bucket, then its glossary
+    term."""
+    helps = {
+        f"{BUCKET_SHORT[b]} (ms)": f"{BUCKET_LABELS[b]}. " + help_for(BUCKET_TERMS.get(b, ""))
+        for b in BUCKETS
+    }
+    return {"E2E (ms)": help_for("E2E"), "step": help_for("Step"), **helps}
+
+
 def breakdown_frame(bd: Breakdown) -> pd.DataFrame:
     rows = []
     for s in bd.steps:
-        row = {"step": "-" if s.step is None else s.step, "E2E (ms)": round(s.e2e_ns / 1e6, 3)}
+        row = {"step": "run" if s.step is None else s.step, "E2E (ms)": round(s.e2e_ns / 1e6, 3)}
         for b in BUCKETS:
-            row[f"{BUCKET_LABELS[b]} (ms)"] = round(s.buckets[b] / 1e6, 3)
+            row[f"{BUCKET_SHORT[b]} (ms)"] = round(s.buckets[b] / 1e6, 3)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -319,8 +231,8 @@ def compare_overall_frame(cmp) -> pd.DataFrame:  # noqa: ANN001
 
 
 def ms_text(value: float | None) -> str:
-    """A per-step figure in ms for a metric, or 'n/a' (a kernel summary has no device span)."""
-    return "n/a" if value is None else f"{value:.3f} ms"
+    """A per-step figure in ms for a metric, or '—' (a kernel summary has no device span)."""
+    return "—" if value is None else f"{value:.3f} ms"
 
 
 def rounded(value: float | None, digits: int = 2) -> float | None:

@@ -18,6 +18,9 @@ from diag.errors import ArchiveError
 
 ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar")
 _COPY_CHUNK = 1 << 20
+# folders a member may be nested in: profiler output is < 10 deep; 1,000+ overflows the recursion of mkdir and
+# os.walk (a crafted archive), so anything past this is refused before a byte is written
+MAX_DEPTH = 64
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,11 @@ def safe_relpath(archive: str, name: str) -> PurePosixPath:
         raise ArchiveError(archive, f"member {name!r} escapes the archive folder; refused")
     if not parts:
         raise ArchiveError(archive, f"member {name!r} has an empty name; refused")
+    if len(parts) > MAX_DEPTH:
+        raise ArchiveError(
+            archive,
+            f"member {name[:80]!r}… is nested {len(parts) - 1} folders deep, more than {MAX_DEPTH}; refused",
+        )
     return PurePosixPath(*parts)
 
 

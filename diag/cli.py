@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
 
 from diag import __version__
 from diag.commands import COMMANDS
+from diag.commands._format import CONTROL_CHARS
 from diag.errors import DiagError
 
 app = typer.Typer(
@@ -41,21 +43,57 @@ for command in COMMANDS:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        code = app(args=argv, standalone_mode=False)
+        code = app(args=argv, prog_name="diag", standalone_mode=False)
         return code if isinstance(code, int) else 0
     except typer.Exit as exc:
         return exc.exit_code
     except DiagError as exc:
-        sys.stderr.write(f"diag: error: {exc}\n")
+        sys.stderr.write(f"diag: error: {_one_line(str(exc))}\n")
         return exc.exit_code
     except KeyboardInterrupt:
         sys.stderr.write("diag: interrupted\n")
         return 130
     except Exception as exc:  # click usage errors and the like
         if _is_click_error(exc):
-            exc.show()  # type: ignore[attr-defined]
+            sys.stderr.write(usage_error_text(exc))
             return int(exc.exit_code)  # type: ignore[attr-defined]
-        raise
+        if os.environ.get("DIAG_DEBUG"):
+            raise
+        # a bug, not the user's doing: one line that says so and how to see more, never a traceback
+        sys.stderr.write(
+            f"diag: internal error: {_one_line(f'{type(exc).__name__}: {exc}')} "
+            "(set DIAG_DEBUG=1 for the traceback)\n"
+        )
+        return INTERNAL_ERROR
+
+
+INTERNAL_ERROR = 70  # EX_SOFTWARE (sysexits.h): distinct from 1 (a DiagError) and 2 (usage)
+
+
+def _one_line(text: str) -> str:
+    """One line, its control characters (an escape sequence in a file name) shown as ``\\xNN``."""
+    return CONTROL_CHARS.sub(lambda m: f"\\x{ord(m.group()):02x}", " ".join(text.split()))
+
+
+def usage_error_text(exc: Exception) -> str:
+    """``diag: error: <click's message>`` on one line, then (for a usage error) where to find help:
+
+        diag: error: No such option: --jsn (Possible options: --json)
+        Try 'diag runs --help' for help.
+
+    ``diag`` alone prints the help on stdout, as click does for a group called without a command (exit 2)."""
+    ctx = getattr(exc, "ctx", None)
+    if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
+        help_text = ctx.get_help()  # typer's rich help prints itself and returns ""
+        sys.stdout.write(help_text + "\n" if help_text else "")
+        return ""
+    message = _one_line(exc.format_message())  # type: ignore[attr-defined]
+    text = f"diag: error: {message}\n"
+    if ctx is not None:
+        text += f"Try '{ctx.command_path} --help' for help.\n"
+    elif hasattr(exc, "ctx"):  # a usage error the parser raised before it knew the command
+        text += "Try 'diag --help' for help.\n"
+    return text
 
 
 def _is_click_error(exc: BaseException) -> bool:

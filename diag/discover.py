@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -53,6 +54,7 @@ class Discoverer:
     def __init__(self, tmp: Path, archive_limits: archives.ArchiveLimits) -> None:
         self._tmp = tmp
         self.archive_limits = archive_limits
+        self._unread: list[Refused] = []  # folders a walk could not read or went too deep into
 
     # -- collection ------------------------------------------------------------------------------------------
     def collect(self, paths: Iterable[str | Path]) -> tuple[list[Candidate], list[Refused]]:
@@ -63,6 +65,8 @@ class Discoverer:
             path = Path(raw)
             if not path.exists():
                 refused.append(Refused(text_of(path), f"{text_of(path)}: no such file or folder"))
+            elif not (path.is_dir() or path.is_file()):  # opening a FIFO would block for ever
+                refused.append(Refused(text_of(path), f"{text_of(path)}: {_not_a_file(path)}"))
             elif path.is_dir():
                 real = text_of(path.resolve())
                 view = self._utf8_view(path)
@@ -91,6 +95,8 @@ class Discoverer:
                         inside, text_of(path), view, text_of(root), real, explicit=True, real_top=real
                     )
                 found.append(cand)
+        refused.extend(self._unread)
+        self._unread = []
         return found, refused
 
     def _unpack(self, archive: Path, shown: str) -> list[Candidate]:
@@ -114,7 +120,7 @@ class Discoverer:
         if all(_is_utf8(str(p)) for p in _tree(top)):
             return None
         view = Path(tempfile.mkdtemp(prefix="names-", dir=self._tmp)) / text_of(Path(top.name or "input"))
-        for dirpath, _dirnames, filenames in os.walk(top):
+        for dirpath, _dirnames, filenames in walk(top):
             here = Path(dirpath)
             mirror = view.joinpath(*(text_of(Path(p)) for p in here.relative_to(top).parts))
             mirror.mkdir(parents=True, exist_ok=True)
@@ -137,7 +143,7 @@ class Discoverer:
     ) -> Iterator[Candidate]:
         """``links``: ``top`` is a UTF-8 view, whose files are links (of the folder named ``real_top``, if set)."""
         links = links or real_top is not None
-        for dirpath, dirnames, filenames in os.walk(top):
+        for dirpath, dirnames, filenames in walk(top, self._unread, shown_top):
             here = Path(dirpath)
             has_output = "ASCEND_PROFILER_OUTPUT" in dirnames
             # Raw CANN data under an exported run is already in ASCEND_PROFILER_OUTPUT: do not read it twice.
@@ -247,9 +253,40 @@ def _is_utf8(text: str) -> bool:
     return True
 
 
+def _not_a_file(path: Path) -> str:
+    mode = path.stat().st_mode
+    kind = (
+        "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+        else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
+    )  # fmt: skip
+    return f"{kind}, not a file or folder diag reads; refused"
+
+
+def walk(
+    top: Path, unread: list[Refused] | None = None, shown_top: str | None = None
+) -> Iterator[tuple[str, list[str], list[str]]]:
+    """``os.walk`` that stops ``archives.MAX_DEPTH`` folders down (deeper trees overflow its recursion) and
+    reports, into ``unread``, each folder it could not read or did not enter, instead of skipping it silently."""
+    base = len(top.parts)
+
+    def note(path: str, why: str) -> None:
+        if unread is not None:
+            shown = _shown(shown_top, top, Path(path)) if shown_top is not None else path
+            unread.append(Refused(shown, f"{shown}: {why}; its files were not read"))
+
+    def failed(err: OSError) -> None:
+        note(err.filename or str(top), f"folder not readable ({err.strerror or err})")
+
+    for dirpath, dirnames, filenames in os.walk(top, onerror=failed):
+        if len(Path(dirpath).parts) - base >= archives.MAX_DEPTH and dirnames:
+            note(dirpath, f"folders nested more than {archives.MAX_DEPTH} deep")
+            dirnames[:] = []
+        yield dirpath, dirnames, filenames
+
+
 def _tree(top: Path) -> Iterator[Path]:
     yield top
-    for dirpath, dirnames, filenames in os.walk(top):
+    for dirpath, dirnames, filenames in walk(top):
         for name in (*dirnames, *filenames):
             yield Path(dirpath) / name
 

@@ -6,48 +6,40 @@ log lines and evidence in fenced blocks whose fence is longer than any backtick 
 
 from __future__ import annotations
 
-import html
 import json
-import re
 from typing import Any
 
+from diag.analyses.evidence_view import MISSING, RunClock, evidence_blocks
 from diag.analyses.postmortem import Postmortem
 from diag.analyses.postmortem_serving import check_text
+from diag.report_blocks import html_escape as _e
+from diag.report_blocks import html_evidence, html_table, md_escape, md_evidence, md_fence, md_table
+
+__all__ = ["md_escape", "md_fence", "render", "to_html", "to_json", "to_markdown"]
 
 MAX_ROWS = 20  # rows per table / statements per section
-MAX_EVIDENCE_CHARS = 2000  # JSON evidence shown per statement
-MAX_LINE_CHARS = 1000  # one log line
-_MD_SPECIALS = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~&])")
 
 
-def md_escape(text: Any) -> str:
-    """Inline text as literal Markdown: specials backslash-escaped, no line breaks."""
-    return _MD_SPECIALS.sub(r"\\\1", " ".join(str(text).split()))
+def clock(pm: Postmortem) -> RunClock:
+    """The capture window the report's times are counted from: the run's, or (a job) from its first rank's start."""
+    ranks = [
+        r for r in pm.ranks if r.get("capture_start_ns") is not None and r.get("capture_end_ns") is not None
+    ]
+    if pm.run_id is not None:
+        mine = [r for r in ranks if r["run_id"] == pm.run_id]
+        return (
+            RunClock(mine[0]["capture_start_ns"], mine[0]["capture_end_ns"], pm.run_id)
+            if mine
+            else RunClock()
+        )
+    if ranks:
+        start, end = min(r["capture_start_ns"] for r in ranks), max(r["capture_end_ns"] for r in ranks)
+        return RunClock(start, end, None, "the job's start")
+    return RunClock()
 
 
-def md_fence(body: str, lang: str = "") -> str:
-    runs = [len(m) for m in re.findall(r"`+", body)]
-    fence = "`" * max(3, max(runs, default=0) + 1)
-    return f"{fence}{lang}\n{body}\n{fence}"
-
-
-def _evidence_json(ev: dict[str, Any]) -> str:
-    rest = {k: v for k, v in ev.items() if k != "log_lines" and v not in (None, {}, [])}
-    if not rest:
-        return ""
-    text = json.dumps(rest, ensure_ascii=False, default=str, indent=1)
-    return text if len(text) <= MAX_EVIDENCE_CHARS else text[:MAX_EVIDENCE_CHARS] + "\n… (truncated)"
-
-
-def _log_text(ev: dict[str, Any]) -> str:
-    lines = []
-    for line in ev.get("log_lines") or []:
-        raw = str(line.get("raw", ""))[:MAX_LINE_CHARS]
-        lines.append(f"{line.get('file')}:{line.get('line_no')}: {raw}")
-    return "\n".join(lines)
-
-
-def _sections(pm: Postmortem) -> list[tuple[str, list[dict[str, Any]]]]:
+def sections(pm: Postmortem) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The report's sections in order: (name, statements as dicts with text and evidence)."""
     rc = [pm.root_cause["statement"]] if pm.root_cause else []
     j = pm.to_json()
     return [
@@ -59,7 +51,7 @@ def _sections(pm: Postmortem) -> list[tuple[str, list[dict[str, Any]]]]:
     ]
 
 
-def _title(pm: Postmortem) -> str:
+def title(pm: Postmortem) -> str:
     return (pm.notes or {}).get("title") or pm.title
 
 
@@ -72,7 +64,8 @@ def to_json(pm: Postmortem) -> str:
 
 def to_markdown(pm: Postmortem) -> str:
     notes = pm.notes or {}
-    out = [f"# {md_escape(_title(pm))}", "", f"Scope: {md_escape(pm.scope)}", ""]
+    when = clock(pm)
+    out = [f"# {md_escape(title(pm))}", "", f"Scope: {md_escape(pm.scope)}", ""]
     out += [md_escape(notes.get("summary") or pm.summary), ""]
     if notes.get("owner"):
         out += [f"Owner: {md_escape(notes['owner'])}", ""]
@@ -85,20 +78,13 @@ def to_markdown(pm: Postmortem) -> str:
         ]
         if r.get("explanation"):
             out += [md_escape(r["explanation"]), ""]
-    for name, items in _sections(pm):
+    for name, items in sections(pm):
         out += [f"## {name}", ""]
         if not items:
             out += ["_Nothing in the data._", ""]
         for st in items[:MAX_ROWS]:
             out += [f"- {md_escape(st['text'])}"]
-            ev = st.get("evidence") or {}
-            logs = _log_text(ev)
-            if logs:
-                out += ["", "  Log evidence (file:line):", "", _indent(md_fence(logs, "text")), ""]
-            figures = _evidence_json(ev)
-            if figures:
-                out += ["", "  <details><summary>evidence</summary>", "", _indent(md_fence(figures, "json")),
-                        "", "  </details>", ""]  # fmt: skip
+            out += md_evidence(evidence_blocks(st.get("evidence") or {}, when))
         if len(items) > MAX_ROWS:
             out += [f"- … {len(items) - MAX_ROWS} more (see the JSON report)"]
         out += [""]
@@ -108,7 +94,7 @@ def to_markdown(pm: Postmortem) -> str:
         out += [""] if pm.comparison.get("warnings") else []
         out += ["| op class | per step (ms) | baseline per step (ms) | ratio | lost per step (ms) |", "|---|---|---|---|---|"]  # fmt: skip
         for c in pm.comparison["top_losses"]:
-            ratio = f"{c['ratio']:.2f}" if c["ratio"] else "-"
+            ratio = f"{c['ratio']:.2f}" if c["ratio"] else MISSING
             out += [
                 f"| {md_escape(c['op_class'])} | {c['per_step_a_ns'] / 1e6:.3f} | {c['per_step_b_ns'] / 1e6:.3f} "
                 f"| {ratio} | {c['delta_per_step_ms']:.3f} |"
@@ -146,7 +132,7 @@ SERVING_COMPARE_COLUMNS = ("figure", "this deployment", "baseline", "ratio", "ga
 
 def _num(v: Any) -> str:
     if v is None:
-        return "-"
+        return MISSING
     return f"{int(v):,}" if isinstance(v, int) else f"{v:,.2f}"
 
 
@@ -154,7 +140,7 @@ def _serving_rows(pm: Postmortem) -> list[list[str]]:
     return [
         [str(r["label"]), str(r["platform"] or "?"), str(r["hardware"] or "?"), _num(r["max_concurrency"]),
          _num(r["ttft_p99_ms"]), _num(r["tpot_p99_ms"]), _num(r["output_throughput_tps"]), str(r["verdict"]),
-         "; ".join(check_text(c) for c in r["checks"] or [] if c["verdict"] == "fail") or "-"]
+         "; ".join(check_text(c) for c in r["checks"] or [] if c["verdict"] == "fail") or MISSING]
         for r in pm.serving[:MAX_ROWS]
     ]  # fmt: skip
 
@@ -163,49 +149,32 @@ def _serving_compare_rows(pm: Postmortem) -> list[list[str]]:
     cmp = pm.serving_comparison or {}
     return [
         [f"{f['figure']} ({f['unit']})", _num(f["a"]), _num(f["b"]), _num(f["ratio"]),
-         "-" if f["gap_pct"] is None else f"{f['gap_pct']:+.1f}%" + (" ⚠" if f["worse"] else "")]
+         MISSING if f["gap_pct"] is None else f"{f['gap_pct']:+.1f}%" + (" ⚠" if f["worse"] else "")]
         for f in cmp.get("figures", []) if f["a"] is not None or f["b"] is not None
     ]  # fmt: skip
-
-
-def _md_table(columns: tuple[str, ...], rows: list[list[str]]) -> list[str]:
-    out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    return out + ["| " + " | ".join(md_escape(c) for c in row) + " |" for row in rows]
-
-
-def _html_table(columns: tuple[str, ...], rows: list[list[str]]) -> str:
-    head = "<tr>" + "".join(f"<th>{_e(c)}</th>" for c in columns) + "</tr>"
-    return (
-        "<table>"
-        + head
-        + "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in r) + "</tr>" for r in rows)
-        + "</table>"
-    )
 
 
 def _serving_md(pm: Postmortem) -> list[str]:
     out: list[str] = []
     if pm.serving:
         out += (
-            ["## Serving figures (same deployment)", ""]
-            + _md_table(SERVING_COLUMNS, _serving_rows(pm))
-            + [""]
+            ["## Serving figures (same deployment)", ""] + md_table(SERVING_COLUMNS, _serving_rows(pm)) + [""]
         )
     if pm.serving_comparison:
         out += ["## Serving against the baseline deployment", ""]
         out += [f"- ⚠ {md_escape(w)}" for w in pm.serving_comparison["warnings"]] + [""]
-        out += _md_table(SERVING_COMPARE_COLUMNS, _serving_compare_rows(pm)) + [""]
+        out += md_table(SERVING_COMPARE_COLUMNS, _serving_compare_rows(pm)) + [""]
     return out
 
 
 def _serving_html(pm: Postmortem) -> list[str]:
     out: list[str] = []
     if pm.serving:
-        out += ["<h2>Serving figures (same deployment)</h2>", _html_table(SERVING_COLUMNS, _serving_rows(pm))]
+        out += ["<h2>Serving figures (same deployment)</h2>", html_table(SERVING_COLUMNS, _serving_rows(pm))]
     if pm.serving_comparison:
         out.append("<h2>Serving against the baseline deployment</h2>")
         out += [f'<p class="muted">⚠ {_e(w)}</p>' for w in pm.serving_comparison["warnings"]]
-        out.append(_html_table(SERVING_COMPARE_COLUMNS, _serving_compare_rows(pm)))
+        out.append(html_table(SERVING_COMPARE_COLUMNS, _serving_compare_rows(pm)))
     return out
 
 
@@ -223,14 +192,18 @@ RANK_COLUMNS = (
 def _rank_cells(r: dict[str, Any]) -> list[str]:
     ff = r.get("first_fatal") or {}
     first = (
-        f"{ff.get('category')} ({ff.get('file', '').rsplit('/', 1)[-1]}:{ff.get('line_no')})" if ff else "-"
+        f"{ff.get('category')} ({ff.get('file', '').rsplit('/', 1)[-1]}:{ff.get('line_no')})"
+        if ff
+        else MISSING
     )
     return [
-        "-" if r["rank"] is None else str(r["rank"]),
+        MISSING if r["rank"] is None else str(r["rank"]),
         str(r["run_id"]),
         f"{r['steps']} ({r['step_source']})" if r["step_source"] else "no step data",
-        f"{r['step_mean_ns'] / 1e6:,.3f}" if r["step_mean_ns"] is not None else "-",
-        f"{r['step_max_ns'] / 1e6:,.3f} (step {r['slowest_step']})" if r["step_max_ns"] is not None else "-",
+        f"{r['step_mean_ns'] / 1e6:,.3f}" if r["step_mean_ns"] is not None else MISSING,
+        f"{r['step_max_ns'] / 1e6:,.3f} (step {r['slowest_step']})"
+        if r["step_max_ns"] is not None
+        else MISSING,
         ", ".join(map(str, r["failed_steps"])) or "0",
         first,
     ]
@@ -239,14 +212,10 @@ def _rank_cells(r: dict[str, Any]) -> list[str]:
 def _md_ranks(pm: Postmortem) -> list[str]:
     if not pm.ranks or pm.job_id is None:
         return []
-    out = ["## Ranks", "", *_md_table(RANK_COLUMNS, [_rank_cells(r) for r in pm.ranks[:MAX_ROWS]])]
+    out = ["## Ranks", "", *md_table(RANK_COLUMNS, [_rank_cells(r) for r in pm.ranks[:MAX_ROWS]])]
     if len(pm.ranks) > MAX_ROWS:
         out += [f"… {len(pm.ranks) - MAX_ROWS} more rank(s) (see the JSON report)"]
     return [*out, ""]
-
-
-def _indent(block: str) -> str:
-    return "\n".join("  " + line for line in block.splitlines())
 
 
 # -- HTML --------------------------------------------------------------------------------------------------
@@ -256,10 +225,6 @@ h1{font-size:1.5em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-to
 pre{background:#f5f5f5;padding:.6em;overflow-x:auto;white-space:pre-wrap;word-break:break-all;font-size:.85em}
 table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}
 .rc{background:#fff4f4;border-left:4px solid #c33;padding:.4em 1em}.diff li{color:#a40}.muted{color:#777}li{margin:.4em 0}"""
-
-
-def _e(x: Any) -> str:
-    return html.escape(str(x), quote=True)
 
 
 def _svg_chart(chart: list[dict[str, Any]]) -> str:
@@ -282,11 +247,12 @@ def _svg_chart(chart: list[dict[str, Any]]) -> str:
 
 def to_html(pm: Postmortem) -> str:
     notes = pm.notes or {}
+    when = clock(pm)
     out = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{_e(_title(pm))}</title><style>{CSS}</style></head><body>",
-        f"<h1>{_e(_title(pm))}</h1>",
+        f"<title>{_e(title(pm))}</title><style>{CSS}</style></head><body>",
+        f"<h1>{_e(title(pm))}</h1>",
         f'<p class="muted">Scope: {_e(pm.scope)}</p>',
         f"<p>{_e(notes.get('summary') or pm.summary)}</p>",
     ]
@@ -298,21 +264,15 @@ def to_html(pm: Postmortem) -> str:
             f'<div class="rc"><b>Root cause category:</b> {_e(r["category"])} ({_e(r["severity"])}, from '
             f"{_e(r['source'])} evidence)<br>{_e(r.get('explanation', ''))}</div>"
         )
-    for name, items in _sections(pm):
+    for name, items in sections(pm):
         out.append(f"<h2>{_e(name)}</h2>")
         if not items:
             out.append('<p class="muted">Nothing in the data.</p>')
             continue
         out.append("<ul>")
         for st in items[:MAX_ROWS]:
-            ev = st.get("evidence") or {}
             out.append(f"<li>{_e(st['text'])}")
-            logs = _log_text(ev)
-            if logs:
-                out.append(f"<pre>{_e(logs)}</pre>")
-            figures = _evidence_json(ev)
-            if figures:
-                out.append(f"<details><summary>evidence</summary><pre>{_e(figures)}</pre></details>")
+            out += html_evidence(evidence_blocks(st.get("evidence") or {}, when))
             out.append("</li>")
         if len(items) > MAX_ROWS:
             out.append(f"<li>… {len(items) - MAX_ROWS} more (see the JSON report)</li>")
@@ -328,7 +288,7 @@ def to_html(pm: Postmortem) -> str:
             "<th>lost per step (ms)</th></tr>",
         ]
         for c in pm.comparison["top_losses"][:MAX_ROWS]:
-            ratio = f"{c['ratio']:.2f}" if c["ratio"] else "-"
+            ratio = f"{c['ratio']:.2f}" if c["ratio"] else MISSING
             out.append(
                 f"<tr><td>{_e(c['op_class'])}</td><td>{c['per_step_a_ns'] / 1e6:.3f}</td>"
                 f"<td>{c['per_step_b_ns'] / 1e6:.3f}</td><td>{ratio}</td><td>{c['delta_per_step_ms']:.3f}</td></tr>"
@@ -336,7 +296,7 @@ def to_html(pm: Postmortem) -> str:
         out.append("</table>")
     out += _serving_html(pm)
     if pm.ranks and pm.job_id is not None:
-        out += ["<h2>Ranks</h2>", _html_table(RANK_COLUMNS, [_rank_cells(r) for r in pm.ranks[:MAX_ROWS]])]
+        out += ["<h2>Ranks</h2>", html_table(RANK_COLUMNS, [_rank_cells(r) for r in pm.ranks[:MAX_ROWS]])]
     out.append("<h2>Environment</h2>")
     if pm.environment_diff:
         out.append('<ul class="diff">')
@@ -356,6 +316,43 @@ def to_html(pm: Postmortem) -> str:
         out.append(f'<p class="muted">Notes saved {_e(notes["updated_at"])} UTC.</p>')
     out.append("</body></html>")
     return "\n".join(out)
+
+
+# -- tables for the app's Postmortem page (the same figures as the reports) ---------------------------------
+
+COMPARISON_COLUMNS = ("op class", "per step (ms)", "baseline per step (ms)", "ratio", "lost per step (ms)")
+
+
+def comparison_rows(pm: Postmortem) -> list[list[str]]:
+    return [
+        [str(c["op_class"]), f"{c['per_step_a_ns'] / 1e6:.3f}", f"{c['per_step_b_ns'] / 1e6:.3f}",
+         f"{c['ratio']:.2f}" if c["ratio"] else MISSING, f"{c['delta_per_step_ms']:.3f}"]
+        for c in (pm.comparison or {}).get("top_losses", [])[:MAX_ROWS]
+    ]  # fmt: skip
+
+
+def serving_tables(pm: Postmortem) -> list[tuple[str, list[str], tuple[str, ...], list[list[str]]]]:
+    """(title, warnings, columns, rows) of the serving sections."""
+    out = []
+    if pm.serving:
+        out.append(("Serving figures (same deployment)", [], SERVING_COLUMNS, _serving_rows(pm)))
+    if pm.serving_comparison:
+        out.append(("Serving against the baseline deployment", list(pm.serving_comparison["warnings"]),
+                    SERVING_COMPARE_COLUMNS, _serving_compare_rows(pm)))  # fmt: skip
+    return out
+
+
+def rank_rows(pm: Postmortem) -> list[list[str]]:
+    return [_rank_cells(r) for r in pm.ranks[:MAX_ROWS]] if pm.ranks and pm.job_id is not None else []
+
+
+def environment_rows(pm: Postmortem) -> list[list[str]]:
+    rows = []
+    for k, v in pm.environment.items():
+        if isinstance(v, dict):
+            v = ", ".join(f"{a}={b}" for a, b in list(v.items())[:MAX_ROWS])
+        rows.append([str(k), MISSING if v in (None, "") else str(v)])
+    return rows
 
 
 def render(pm: Postmortem, fmt: str) -> str:

@@ -49,6 +49,17 @@ def sql_literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+_GLOB_CHARS = re.compile(r"([*?\[])")
+
+
+def file_literal(path: str | os.PathLike[str]) -> str:
+    """A file path as a SQL literal DuckDB reads as exactly that file: absolute (a relative ``~/x`` would be
+    expanded to ``$HOME``) and with its glob characters bracketed (``rank[0]`` would otherwise match ``rank0``,
+    ``run*`` every run), for read_csv / read_json, which take no parameter and expand globs."""
+    absolute = os.path.abspath(os.fspath(path))
+    return sql_literal(_GLOB_CHARS.sub(r"[\1]", absolute))
+
+
 def q(con: duckdb.DuckDBPyConnection, sql: str, params: object = None) -> list[tuple]:
     """Execute and fetch everything: DuckDB refuses new work on a connection with an unfetched result."""
     return con.execute(sql, params).fetchall() if params is not None else con.execute(sql).fetchall()

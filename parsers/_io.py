@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import duckdb
 
 from diag.errors import BadInputError
-from diag.store import sql_literal
+from diag.store import file_literal, sql_literal
 from parsers._sql import ident
 
 T = TypeVar("T")
@@ -138,7 +138,7 @@ def csv_source(path: Path, header: list[str], lenient: bool = False) -> str:
         if lenient
         else ""
     )
-    return f"read_csv({sql_literal(str(path))}, {CSV_OPTIONS}, columns={columns}{extra})"
+    return f"read_csv({file_literal(path)}, {CSV_OPTIONS}, columns={columns}{extra})"
 
 
 class RetryLenient(Exception):
@@ -298,6 +298,29 @@ def scaled_exact(value: Any, factor: Decimal) -> int | None:
 def read_json_array_sql(paths: Path | list[Path], columns: dict[str, str]) -> str:
     """``read_json`` over one or several JSON arrays of events with a fixed projection (see _json_split)."""
     listed = paths if isinstance(paths, list) else [paths]
-    p = ", ".join(sql_literal(str(x)) for x in listed)
+    p = ", ".join(file_literal(x) for x in listed)
     spec = "{" + ", ".join(f"'{k}': '{v}'" for k, v in columns.items()) + "}"
     return f"read_json([{p}], format='array', columns={spec}, maximum_object_size={JSON_MAX_OBJECT})"
+
+
+def drop_untimed_events(con: duckdb.DuckDBPyConnection, table: str, display: str) -> str | None:
+    """Remove the complete (``X``) events of ``table`` whose ``ts_ns`` or ``dur_ns`` did not read as a number
+    (``"ts": "abc"``): stored, they would be tasks at no time that every analysis trips over. All of them
+    unreadable is a BadInputError; some is the file's partial note, saying how many were left out."""
+    total, untimed = con.execute(
+        f"SELECT count(*), count(*) FILTER (WHERE ts_ns IS NULL OR dur_ns IS NULL) FROM {table} WHERE ph = 'X'"
+    ).fetchall()[0]
+    if not untimed:
+        return None
+    if untimed == total:
+        raise BadInputError(display, f"none of its {total:,} complete events has a readable 'ts' / 'dur'")
+    con.execute(f"DELETE FROM {table} WHERE ph = 'X' AND (ts_ns IS NULL OR dur_ns IS NULL)").fetchall()
+    return (
+        f"partial: {untimed:,} of {total:,} complete events have no readable 'ts' / 'dur' and were not stored"
+    )
+
+
+def add_partial(result: Any, note: str | None) -> None:
+    """Add ``note`` (``partial: …``) to a ParseResult's partial message, after what it already says."""
+    if note:
+        result.partial = f"{result.partial}; {note.removeprefix('partial: ')}" if result.partial else note

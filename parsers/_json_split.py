@@ -6,8 +6,11 @@ written next to the other ingest temporaries with ``copy_file_range`` (a copy in
 300 MB), each a valid array: ``[`` + a run of whole elements + ``]``.
 
 A cut goes just before an element that starts ``{"``: a quote inside a JSON string is always escaped, so that
-pair of characters is never inside a string; that the object after the cut is a top-level event and not one
-nested in another value is checked by decoding it and requiring the key every trace event has (``ph``).
+pair of characters is never inside a string.  That the object after the cut is a top-level event and not one
+nested in another value (``"args": {"calls": [{"ph": …}, {"ph": …}]}``) is checked by decoding the run of
+elements that follows it: each must be an object with the key every trace event has (``ph``), separated by
+commas, for ``_CHAIN`` bytes — a nested array ends (``]``) within a few elements, the top-level one only at the
+end of the file, so a candidate whose run reaches a ``]`` is not a cut.
 """
 
 from __future__ import annotations
@@ -20,7 +23,10 @@ from pathlib import Path
 
 MIN_PART_BYTES = 32 << 20  # smaller files are read whole: the copy would cost more than it saves
 _CUT = re.compile(rb"\}\s*,\s*(?=\{\")")
-_WINDOW = 4 << 20  # bytes searched for a cut, and decoded to check the element after it
+_WINDOW = 4 << 20  # bytes searched for a cut
+_CHAIN = 256 << 10  # bytes after a candidate cut decoded as a run of top-level events
+_SEPARATOR = re.compile(r"\s*,\s*")
+_MAX_TRIES = 32  # candidate cuts decoded per offset (bounds the work on a file that has none)
 _DECODER = json.JSONDecoder()
 
 
@@ -35,20 +41,37 @@ def split_points(path: Path, parts: int, required_key: str = "ph") -> list[tuple
                 continue
             fh.seek(start)
             window = fh.read(_WINDOW)
-            for m in _CUT.finditer(window):
+            at_eof = start + len(window) >= size
+            for tried, m in enumerate(_CUT.finditer(window)):
+                if tried == _MAX_TRIES:
+                    break  # no cut near this offset: one part fewer
                 nxt = start + m.end()
-                if _is_event(window[m.end() :], required_key):
+                if _is_event(window[m.end() :], required_key, at_eof):
                     cuts.append((start + m.start() + 1, nxt))
                     break
     return cuts
 
 
-def _is_event(data: bytes, required_key: str) -> bool:
-    try:
-        obj, _ = _DECODER.raw_decode(data.decode("utf-8", errors="replace"))
-    except ValueError:
-        return False
-    return isinstance(obj, dict) and required_key in obj
+def _is_event(data: bytes, required_key: str, at_eof: bool = False) -> bool:
+    """Whether ``data`` starts a run of top-level events: comma-separated objects holding ``required_key`` up to
+    the end of the ``_CHAIN`` bytes read, no array or object closing after one of them (but the top-level
+    array's own ``]`` when ``data`` runs to the end of the file, ``at_eof``)."""
+    chunk = data[:_CHAIN]
+    text = chunk.decode("utf-8", errors="replace")
+    whole = at_eof and len(chunk) == len(data)
+    at, decoded = 0, 0
+    while True:
+        try:
+            obj, end = _DECODER.raw_decode(text, at)
+        except ValueError:
+            return decoded > 0 and not whole  # the bytes read end inside an element
+        if not (isinstance(obj, dict) and required_key in obj):
+            return False
+        decoded += 1
+        sep = _SEPARATOR.match(text, end)
+        if sep is None:  # "]" or "}" after it: a nested array or object closing, or the top-level array's end
+            return whole and text[end:].strip() == "]"
+        at = sep.end()
 
 
 def split_array(path: Path, parts: int, tmpdir: Path) -> list[Path]:

@@ -10,6 +10,7 @@ generic wrapper (EZ9999 / EH9999 / EE9999 "Inner Error", ERR00100 "PTA call acl 
 
 from __future__ import annotations
 
+import csv
 import re
 import tomllib
 from dataclasses import dataclass
@@ -33,22 +34,45 @@ class CodeShapes:
     wrapper: str
     prefixes: tuple[str, ...] = ()  # per shape: put before its code (HCCL:9); "" for none
     bases: tuple[int, ...] = ()  # per shape: 16 = a hex code, stored in decimal (0x…0009 → HCCL:9)
+    aliases: dict[str, str] | None = None  # a code as printed (CUDA:700, CUDA:<message>) → the catalog's code
+
+
+def _catalog_aliases(path: Path, prefix: str) -> tuple[list[str], dict[str, str]]:
+    """A shape's ``aliases`` catalog: its messages, longest first (for ``{messages}``), and number / message →
+    code (the first row of a shared message wins: CUDA 200 and 300 both print "device kernel image is invalid")."""
+    with open(path, encoding="utf-8") as fh:
+        rows = list(csv.DictReader(line for line in fh if not line.startswith("#")))
+    alias: dict[str, str] = {}
+    for row in rows:
+        for key in filter(None, (row["number"], row["message"])):
+            alias.setdefault(prefix + key, row["code"])
+    return sorted({r["message"] for r in rows if r["message"]}, key=len, reverse=True), alias
 
 
 @lru_cache(maxsize=2)
 def load_code_shapes(path: Path = CODES_PATH) -> CodeShapes:
     with open(path, "rb") as fh:
         data = tomllib.load(fh)
-    parts = []
+    parts, aliases = [], {}
     for shape in data["shape"]:
         rx = shape["pattern"]
+        if "aliases" in shape:  # CUDA / NCCL: codes printed by number or message, named by the catalog
+            messages, alias = _catalog_aliases(path.parent / shape["aliases"], shape.get("prefix", ""))
+            rx, aliases = rx.replace("{messages}", "|".join(map(re.escape, messages))), aliases | alias
         if re.compile(rx).groups != 1 or "(?P<code>" not in rx:
             raise ValueError(f"{path.name}: shape {shape['id']!r} needs exactly one group, (?P<code>…)")
         parts.append(f"(?:{rx.replace('(?P<code>', '(')})")
     primary = tuple(bool(s.get("primary", True)) for s in data["shape"])
     prefixes = tuple(str(s.get("prefix", "")) for s in data["shape"])
     bases = tuple(int(s.get("base", 10)) for s in data["shape"])
-    return CodeShapes(ascii_regex("|".join(parts)), primary, ascii_regex(data["wrapper"]), prefixes, bases)
+    return CodeShapes(
+        ascii_regex("|".join(parts)),
+        primary,
+        ascii_regex(data["wrapper"]),
+        prefixes,
+        bases=bases,
+        aliases=aliases,
+    )
 
 
 def _shape_code(shapes: CodeShapes, i: int, prefix: str) -> pl.Expr:
@@ -74,8 +98,9 @@ def with_codes(rec: pl.DataFrame, shapes: CodeShapes | None = None) -> pl.DataFr
     prefixes = shapes.prefixes or ("",) * len(shapes.primary)
     groups = [_shape_code(shapes, i, prefixes[i]) for i in range(len(shapes.primary))]
     secondary = [i for i, p in enumerate(shapes.primary) if not p]
+    code = pl.coalesce(groups)
     found = found.with_columns(
-        code=pl.coalesce(groups),
+        code=code.replace(shapes.aliases) if shapes.aliases else code,
         kind=pl.when(pl.any_horizontal([groups[i].is_not_null() for i in secondary] or [pl.lit(False)]))
         .then(3)
         .otherwise(pl.when(pl.coalesce(groups).str.contains(shapes.wrapper)).then(2).otherwise(1)),

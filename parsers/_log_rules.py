@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import csv
 import re
-import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from diag.analyses.log_rule_files import merged_rule_data
 from parsers._log_regex import ascii_regex
 
 RULES_PATH = Path(__file__).resolve().parent.parent / "diag" / "rules" / "log_patterns.toml"
@@ -22,6 +22,8 @@ RULES_PATH = Path(__file__).resolve().parent.parent / "diag" / "rules" / "log_pa
 ACL_CODES_PATH = RULES_PATH.parent / "error_codes_acl.csv"
 HCCL_CODES_PATH = RULES_PATH.parent / "error_codes_hccl.csv"
 CODES_PATH = RULES_PATH.parent / "error_codes.csv"  # the hand-written catalog (codes seen in logs)
+# CUDA / NCCL / cuBLAS / cuDNN header catalogs (CUDA:<name> …), for the CUDA rules' codes_from
+CUDA_CODES_PATHS = tuple(RULES_PATH.parent / f"error_codes_{k}.csv" for k in ("cuda", "nccl", "cublas", "cudnn"))  # fmt: skip
 
 
 # -- rules ---------------------------------------------------------------------------------------------------
@@ -42,7 +44,7 @@ class Rule:
 def catalog_codes(*paths: Path) -> dict[str, tuple[str, ...]]:
     """Category → the catalogued codes that imply it on their own (``codes_from`` of a rule names one)."""
     out: dict[str, list[str]] = {}
-    for path in paths or (CODES_PATH, ACL_CODES_PATH, HCCL_CODES_PATH):
+    for path in paths or (CODES_PATH, ACL_CODES_PATH, HCCL_CODES_PATH, *CUDA_CODES_PATHS):
         with open(path, encoding="utf-8") as fh:
             for row in csv.DictReader(line for line in fh if not line.startswith("#")):
                 listed = out.setdefault(row["category"], []) if row["category"] else []
@@ -56,13 +58,15 @@ def _rule_codes(rule: dict) -> tuple[str, ...]:
     own = tuple(str(c) for c in rule.get("codes", ()))
     if "codes_from" not in rule:
         return own
-    return own + tuple(c for c in catalog_codes()[rule["codes_from"]] if c not in own)
+    # codes_prefix: only CUDA:, NCCL: … codes (a CUDA rule never takes an Ascend code)
+    prefixes = tuple(rule.get("codes_prefix", ()))
+    listed = catalog_codes()[rule["codes_from"]]
+    return own + tuple(c for c in listed if c not in own and (not prefixes or c.startswith(prefixes)))
 
 
 @lru_cache(maxsize=4)
 def load_rules(path: Path = RULES_PATH) -> tuple[Rule, ...]:
-    with open(path, "rb") as fh:
-        data = tomllib.load(fh)
+    data = merged_rule_data(path)  # with the CUDA rules (rules/log_patterns_cuda.toml) in their places
     return tuple(
         Rule(
             r["id"],

@@ -37,8 +37,20 @@ def ts_us_to_ns(expr: str, strict: bool = True) -> str:
     v = clean(expr)
     return (
         f"CASE WHEN {v}[-4] = '.' AND NOT contains({v}, 'e') THEN {cast}(replace({v}, '.', '') AS BIGINT) "
-        f"ELSE CAST(round({cast}({v} AS DECIMAL(38,9)) * 1000) AS BIGINT) END"
+        f"ELSE {_in_range(v, strict, f'CAST(round({cast}({v} AS DECIMAL(38,9)) * 1000) AS BIGINT)')} END"
     )
+
+
+# |µs| under which × 1000 stays inside DECIMAL(38,9): past it DuckDB raises an overflow, not a NULL
+_MAX_US = "1e20"
+
+
+def _in_range(v: str, strict: bool, exact: str) -> str:
+    """``exact`` (µs → ns through DECIMAL), lenient when not ``strict``: 1e30 or a value past int64 is NULL."""
+    if strict:
+        return exact
+    lenient = exact.replace("CAST(round(", "TRY_CAST(round(", 1)
+    return f"CASE WHEN abs(TRY_CAST({v} AS DOUBLE)) < {_MAX_US} THEN {lenient} END"
 
 
 def dur_us_to_ns(expr: str, strict: bool = True) -> str:
@@ -54,7 +66,7 @@ def us_text_to_ns(v: str, strict: bool = True) -> str:
     (tests/test_sql.py compares them on 50k values), so which one answered never shows.
     """
     cast = "CAST" if strict else "TRY_CAST"
-    wide = f"CAST(round({cast}({v} AS DECIMAL(38,9)) * 1000) AS BIGINT)"
+    wide = _in_range(v, strict, f"CAST(round({cast}({v} AS DECIMAL(38,9)) * 1000) AS BIGINT)")
     return f"coalesce(CAST(round(TRY_CAST({v} AS DECIMAL(15,9)) * 1000) AS BIGINT), {wide})"
 
 

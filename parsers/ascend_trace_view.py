@@ -17,7 +17,14 @@ import duckdb
 from diag.errors import BadInputError
 from diag.store import q
 from parsers._base import ParseContext, ParseResult, Probe
-from parsers._io import json_array_is_complete, json_array_prefix, one_line, read_json_array_sql
+from parsers._io import (
+    add_partial,
+    drop_untimed_events,
+    json_array_is_complete,
+    json_array_prefix,
+    one_line,
+    read_json_array_sql,
+)
 from parsers._json_split import remove as remove_parts
 from parsers._json_split import split_array
 from parsers._sql import task_kind, us_text_to_ns
@@ -63,16 +70,18 @@ def read_json_sql(path: Path | list[Path], exact_numbers: bool = False) -> str:
 
 def _ts(col: str, exact_numbers: bool = False) -> str:
     """Trace ``ts``: epoch µs text, usually with exactly 3 decimals → exact ns (see parsers._sql)."""
+    # lenient: a value that does not read (``"abc"``, ``1e30``) is NULL, and the event is left out with a note
+    # (parsers._io.drop_untimed_events) instead of failing the whole trace
     if exact_numbers:
-        return f"CAST(round({col} * 1000) AS BIGINT)"
+        return f"CASE WHEN abs({col}) < 1e20 THEN TRY_CAST(round({col} * 1000) AS BIGINT) END"
     return (
-        f"CASE WHEN {col}[-4] = '.' AND NOT contains({col}, 'e') THEN CAST(replace({col}, '.', '') AS BIGINT) "
-        f"ELSE CAST(round(CAST({col} AS DECIMAL(38,9)) * 1000) AS BIGINT) END"
+        f"CASE WHEN {col}[-4] = '.' AND NOT contains({col}, 'e') THEN TRY_CAST(replace({col}, '.', '') AS BIGINT) "
+        f"WHEN abs(TRY_CAST({col} AS DOUBLE)) < 1e20 THEN TRY_CAST(round(TRY_CAST({col} AS DECIMAL(38,9)) * 1000) AS BIGINT) END"
     )
 
 
 def _dur(col: str) -> str:
-    return us_text_to_ns(col)
+    return us_text_to_ns(col, strict=False)
 
 
 _EVENT_START = re.compile(r"^\s*\[\s*(\{|\])")
@@ -136,6 +145,7 @@ class AscendTraceViewParser:
         finally:
             if parts != [path]:
                 remove_parts(parts)
+        add_partial(result, drop_untimed_events(con, "_tv", ctx.display))
         q(con, "CREATE TEMP TABLE _procs AS SELECT pid, any_value(a.name) AS process FROM _tv "
                "WHERE ph = 'M' AND name = 'process_name' GROUP BY pid")  # fmt: skip
         q(con, "CREATE TEMP TABLE _threads AS SELECT pid, tid, any_value(a.name) AS thread FROM _tv "

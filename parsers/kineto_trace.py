@@ -38,7 +38,7 @@ from diag.errors import BadInputError
 from diag.store import default_memory_limit, q, sql_literal
 from parsers._base import ParseContext, ParseResult, Probe
 from parsers._gpu_vendor import is_rocm
-from parsers._io import element_ends, one_line, read_json_array_sql
+from parsers._io import add_partial, drop_untimed_events, element_ends, one_line, read_json_array_sql
 from parsers._json_split import remove as remove_parts
 from parsers._json_split import split_array
 
@@ -308,10 +308,12 @@ def read_json_sql(path: Path | list[Path]) -> str:
 def us_to_ns(col: str) -> str:
     """µs as JSON wrote it (integer, 3 decimals, a double's repr, or quoted text) → exact int64 ns."""
     return (
-        f"CASE WHEN NOT contains({col}, '.') AND NOT contains(lower({col}), 'e') THEN TRY_CAST({col} AS BIGINT) * 1000 "
+        # x 1000 as text ("5" -> "5000"): exact, and NULL rather than an overflow error past int64
+        f"CASE WHEN NOT contains({col}, '.') AND NOT contains(lower({col}), 'e') THEN TRY_CAST({col} || '000' AS BIGINT) "
         f"WHEN {col}[-4] = '.' AND NOT contains(lower({col}), 'e') THEN TRY_CAST(replace({col}, '.', '') AS BIGINT) "
-        f"ELSE coalesce(TRY_CAST(round(TRY_CAST({col} AS DECIMAL(38,9)) * 1000) AS BIGINT), "
-        f"CAST(round(TRY_CAST({col} AS DOUBLE) * 1000) AS BIGINT)) END"
+        f"WHEN abs(TRY_CAST({col} AS DOUBLE)) < 1e20 THEN coalesce("
+        f"TRY_CAST(round(TRY_CAST({col} AS DECIMAL(38,9)) * 1000) AS BIGINT), "
+        f"TRY_CAST(round(TRY_CAST({col} AS DOUBLE) * 1000) AS BIGINT)) END"
     )
 
 
@@ -363,6 +365,7 @@ class KinetoTraceParser:
         finally:
             if parts != [ex.events]:
                 remove_parts(parts)
+        add_partial(result, drop_untimed_events(con, "_kt", ctx.display))
 
         def insert(table: str, sql: str) -> None:
             result.add(table, q(con, sql)[0][0])

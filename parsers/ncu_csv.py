@@ -23,7 +23,7 @@ import csv
 import duckdb
 
 from diag.errors import BadInputError
-from diag.store import q, sql_literal
+from diag.store import file_literal, q, sql_literal
 from parsers._base import ParseContext, ParseResult, Probe
 from parsers._io import check_not_empty, encoding_error, one_line
 
@@ -134,7 +134,7 @@ class NcuCsvParser:
                 name = f"{h}_{i}"
             names.append(name)
         spec = "{" + ", ".join(f"{sql_literal(n)}: 'VARCHAR'" for n in names) + "}"
-        return f"read_csv({sql_literal(str(ctx.path))}, {_OPTS}, header=true, skip={skip}, columns={spec})"
+        return f"read_csv({file_literal(ctx.path)}, {_OPTS}, header=true, skip={skip}, columns={spec})"
 
     @staticmethod
     def _details(ctx: ParseContext, src: str, header: list[str]) -> str:

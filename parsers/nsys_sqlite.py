@@ -25,7 +25,7 @@ from pathlib import Path
 import duckdb
 
 from diag.errors import BadInputError
-from diag.store import q, sql_literal
+from diag.store import file_literal, q, sql_literal
 from parsers._base import ParseContext, ParseResult, Probe
 from parsers._io import one_line
 
@@ -218,7 +218,7 @@ class Stager:
         spec = "{" + ", ".join(f"'{n}': '{t}'" for n, (_, t) in self.cols[table].items()) + "}"
         try:
             self.jobs[table].result()
-            path = sql_literal(str(self.files[table]))
+            path = file_literal(self.files[table])
             q(
                 self.ctx.con,
                 f"CREATE OR REPLACE TEMP TABLE {temp} AS SELECT * FROM read_csv({path}, {_CSV}, columns={spec})",

@@ -13,8 +13,10 @@ Formats (``shared/formats/llm_inference_reference.md`` §9):
 Model, dataset, lengths and load come from the block itself or, for text, from the lines before it
 (``Namespace(...)``, the command line, ``Maximum request concurrency:`` preambles).  A text block cut short
 is stored with the figures it holds and the file is ``partial`` (its message names the cut and what is
-missing); a block without its header is read by its rows (``parsers/serving_text.py``).  A garbled block, an
-AISBench table cut short or broken JSON is a ``BadInputError`` naming its line.
+missing); a block without its header is read by its rows (``parsers/serving_text.py``).  So is an AISBench
+table cut short (the rows before the cut) and a JSON document or last JSONL line cut short (the members read
+before the cut; a number the text ends on is dropped, it may itself be cut).  A garbled block, a broken line
+inside a JSONL file or a cut before the request count is a ``BadInputError`` naming its line.
 """
 
 from __future__ import annotations
@@ -26,33 +28,18 @@ from typing import Any
 
 from diag.errors import BadInputError
 from parsers._base import ParseContext, ParseResult, Probe
+from parsers.serving_aisbench import AIS_TABLE_HEAD, AIS_TITLE, ais_block
 from parsers.serving_text import (
     HEADER,
     ROW_HINT,
     headerless_at,
+    missing_figures,
     value_of,
     vllm_block,
 )
 
-_AIS_TITLE = re.compile(r"Performance Results of task \[([^\]]*)\]")
-_AIS_TABLE_HEAD = re.compile(r"^[│|]\s*(Performance Parameters|Common Metric)\s*[│|]")
 _JSON_KEYS = re.compile(r'"completed"\s*:')
 _LAT_KEY = re.compile(r"^(mean|median|std|min|max|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el|e2e_latency)_ms$")
-_AIS_COMMON: dict[str, tuple[str, str]] = {
-    "benchmark duration": ("duration_s", "duration"),
-    "total requests": ("num_prompts", "int"),
-    "failed requests": ("failed_requests", "int"),
-    "success requests": ("successful_requests", "int"),
-    "concurrency": ("mean_concurrency", "float"),
-    "max concurrency": ("max_concurrency", "int"),
-    "request throughput": ("request_throughput_rps", "float"),
-    "total input tokens": ("total_input_tokens", "int"),
-    "total generated tokens": ("total_output_tokens", "int"),
-    "input token throughput": ("input_throughput_tps", "float"),
-    "output token throughput": ("output_throughput_tps", "float"),
-    "total token throughput": ("total_throughput_tps", "float"),
-}
-_AIS_STATS = {"average": "mean", "min": "min", "max": "max", "median": "median"}
 _JSON_FIELDS: dict[str, tuple[str, str]] = {
     "completed": ("successful_requests", "int"),
     "failed": ("failed_requests", "int"),
@@ -115,7 +102,7 @@ _PLATFORM_HINTS = (
 
 class ServingBenchParser:
     name = "serving_bench"
-    version = 2  # 2: partial and headerless blocks are stored
+    version = 3  # 2: partial and headerless blocks are stored; 3: cut JSON / AISBench results too
     platform = "ascend"  # unused: results create no run (they join the run of their folder, if any)
     creates_run = False
 
@@ -123,7 +110,7 @@ class ServingBenchParser:
         text = probe.text
         if text.lstrip().startswith("{"):
             return bool(_JSON_KEYS.search(text)) and '"total_input_tokens"' in text
-        if HEADER.search(text) or _AIS_TITLE.search(text):
+        if HEADER.search(text) or AIS_TITLE.search(text):
             return True
         if re.search(r"^\S*\s*[│|]\s*Performance Parameters\s*[│|]", text, re.M):
             return True
@@ -137,6 +124,7 @@ class ServingBenchParser:
         partial: list[str] = []
         if text.lstrip().startswith("{"):
             rows = _json_rows(ctx.display, text)
+            partial = [r["partial"] for r in rows if r.get("partial")]
         else:
             rows, partial = _text_rows(ctx.display, text)
         if not rows:
@@ -193,8 +181,8 @@ def _text_rows(display: str, text: str) -> tuple[list[dict[str, Any]], list[str]
         if HEADER.search(line):
             row, end = vllm_block(display, lines, i, headed=True)
             row.update({k: v for k, v in _preamble(lines[after_last:i]).items() if row.get(k) is None})
-        elif _AIS_TITLE.search(line) or _AIS_TABLE_HEAD.search(line.strip()):
-            row, end = _ais_block(display, lines, i)
+        elif AIS_TITLE.search(line) or AIS_TABLE_HEAD.search(line.strip()):
+            row, end = ais_block(display, lines, i)
         elif headerless_at(lines, i):
             row, end = vllm_block(display, lines, i, headed=False)
             row.update({k: v for k, v in _preamble(lines[after_last:i]).items() if row.get(k) is None})
@@ -232,128 +220,92 @@ def _preamble(lines: list[str]) -> dict[str, Any]:
     return found
 
 
-# -- AISBench box tables -------------------------------------------------------------------------------------
-def _cells(line: str) -> list[str] | None:
-    body = line.strip()
-    if not body or body[0] not in "│|":
-        return None
-    return [c.strip() for c in re.split(r"[│|]", body.strip("│|"))]
-
-
-def _ais_tables(display: str, lines: list[str], start: int) -> tuple[list[list[list[str]]], int]:
-    """The box tables from ``start`` on: each a list of rows (header first); index of the last line used."""
-    tables: list[list[list[str]]] = []
-    j, last = start, start
-    while j < len(lines):
-        body = lines[j].strip()
-        if body.startswith(("╒", "┌", "+")) or (body and body[0] in "│|" and not tables):
-            rows: list[list[str]] = []
-            k = j if body[0] in "│|" else j + 1
-            while k < len(lines):
-                b = lines[k].strip()
-                cells = _cells(b)
-                if cells is not None:
-                    rows.append(cells)
-                elif b.startswith(("╘", "└")) or (b.startswith("+") and not _cells(_at(lines, k + 1))):
-                    break
-                elif not b.startswith(("╞", "├", "+", "╪")):
-                    raise BadInputError(display, f"line {k + 1}: AISBench table of line {j + 1} is cut short")
-                k += 1
-            else:
-                raise BadInputError(
-                    display, f"line {len(lines)}: AISBench table of line {j + 1} is not closed"
-                )
-            tables.append(rows)
-            j = last = k
-        elif (body and tables) or (not tables and j - start > 5):
-            break  # the tables are over, or no table follows the title
-        j += 1
-    if not tables:
-        raise BadInputError(display, f"line {start + 1}: AISBench result without its tables (truncated?)")
-    return tables, last
-
-
-def _at(lines: list[str], k: int) -> str:
-    return lines[k] if k < len(lines) else ""
-
-
-def _ais_block(display: str, lines: list[str], start: int) -> tuple[dict[str, Any], int]:
-    row: dict[str, Any] = {"line_no": start + 1, "tool": "aisbench", "format": "box_table"}
-    title = _AIS_TITLE.search(lines[start])
-    if title:
-        backend, _, dataset = title.group(1).partition("/")
-        row.update(backend=backend or None, dataset=dataset or None)
-    tables, end = _ais_tables(display, lines, start + (1 if title else 0))
-    fields: dict[str, str] = {}
-    latency: dict[str, dict[str, float]] = {}
-    kinds = [t[0][0].lower() if t and t[0] else "" for t in tables]
-    if "common metric" not in kinds:
-        raise BadInputError(
-            display, f"line {start + 1}: AISBench result has no 'Common Metric' table (truncated?)"
-        )
-    for table in tables:
-        header = [h.lower() for h in table[0]]
-        for cells in table[1:]:
-            if len(cells) != len(header):
-                raise BadInputError(
-                    display, f"line {start + 1}: AISBench row {cells[:1]} has {len(cells)} cells"
-                )
-            name, stage = cells[0], cells[1].lower()
-            key = name if stage == "total" else f"{name} [{stage}]"
-            fields[key] = " | ".join(cells[2:])
-            if stage != "total":
-                continue
-            if header[0] == "common metric" and name.lower() in _AIS_COMMON:
-                col, kind = _AIS_COMMON[name.lower()]
-                row[col] = value_of(display, start + 1, name, cells[2], kind)
-            elif header[0] == "performance parameters" and name.upper() in ("TTFT", "TPOT", "ITL", "E2EL"):
-                stats = latency.setdefault(name.lower(), {})
-                for h, cell in zip(header[2:], cells[2:], strict=True):
-                    stat = _AIS_STATS.get(h, h if re.fullmatch(r"p\d+(?:\.\d+)?", h) else None)
-                    if stat:
-                        stats[stat] = value_of(display, start + 1, name, cell, "latency")
-    for col in ("successful_requests", "duration_s"):
-        if row.get(col) is None:
-            raise BadInputError(display, f"line {start + 1}: AISBench result lacks {col}")
-    row["fields"], row["latency_ms"] = fields, latency
-    return row, end
-
-
 # -- JSON (--save-result) / JSONL (--output-file) -------------------------------------------------------------
 def _json_rows(display: str, text: str) -> list[dict[str, Any]]:
+    """One result per object: the whole text as one document, else one per line (JSONL). A document or last
+    line cut short (a pasted or copied-while-running file) keeps the members read before the cut, partial."""
     try:
-        objects = [json.loads(text)]
+        return [_json_row(display, 1, json.loads(text))]
     except json.JSONDecodeError:
-        objects = []
-        for n, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                objects.append(json.loads(line))
-            except json.JSONDecodeError as exc:  # the line's own error, not the whole document's
-                raise BadInputError(display, f"line {n}: not valid JSON ({exc.msg}; truncated?)") from None
-    rows = []
-    for n, obj in enumerate(objects, 1):
-        if not isinstance(obj, dict) or "completed" not in obj or "duration" not in obj:
-            raise BadInputError(display, f"result {n}: not a benchmark result (no 'completed' / 'duration')")
-        row: dict[str, Any] = {"line_no": n, "tool": "sglang" if "mean_e2e_latency_ms" in obj else "vllm"}
-        row["format"] = "json"
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-        latency: dict[str, dict[str, float]] = {}
-        for key, value in {**meta, **obj}.items():
-            lat = _LAT_KEY.match(key)
-            if lat and isinstance(value, int | float):
-                metric = {"e2e_latency": "e2el"}.get(lat.group(2), lat.group(2))
-                latency.setdefault(metric, {})[lat.group(1)] = float(value)
-            elif key in _JSON_FIELDS and value is not None and not isinstance(value, list | dict):
-                col, kind = _JSON_FIELDS[key]
-                row[col] = value_of(display, n, key, str(value), kind)
-        if row.get("failed_requests") is None and isinstance(obj.get("errors"), list):
-            row["failed_requests"] = sum(1 for e in obj["errors"] if e)
-        row["latency_ms"] = latency
-        row["fields"] = {k: v for k, v in obj.items() if not isinstance(v, list | dict)}
-        rows.append(row)
+        pass
+    lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    rows: list[dict[str, Any]] = []
+    for i, (n, line) in enumerate(lines):
+        try:
+            rows.append(_json_row(display, n, json.loads(line)))
+            continue
+        except json.JSONDecodeError as exc:
+            error = f"line {n}: not valid JSON ({exc.msg}; truncated?)"
+        if i == 0:  # one document spread over lines (--save-result is indented), cut short
+            return [_cut_json_row(display, 1, text, error)]
+        if i == len(lines) - 1:  # the last line of a JSONL file, cut short
+            rows.append(_cut_json_row(display, n, line, error))
+            break
+        raise BadInputError(display, error)  # a broken line inside: garbled, not cut
     return rows
+
+
+def _cut_json_row(display: str, n: int, text: str, error: str) -> dict[str, Any]:
+    members, last_key, cut_line = _members_before_cut(text)
+    if "completed" not in members:
+        raise BadInputError(display, error)
+    row = _json_row(display, n, members, whole=False)
+    where = f"line {n + cut_line - 1}"
+    row["partial"] = (
+        f'result {n} cut after "{last_key}" ({where}); '
+        f"missing: {', '.join(missing_figures(row, row['latency_ms'])) or 'none of the usual figures'}"
+    )
+    return row
+
+
+_KEY_SEP = re.compile(r"\s*:\s*")
+_MEMBER_GAP = re.compile(r"\s*,?\s*")
+
+
+def _members_before_cut(text: str) -> tuple[dict[str, Any], str | None, int]:
+    """The members of a top-level JSON object read one by one until the text breaks: the members, the last key
+    read and the line (1-based, in ``text``) where reading stopped."""
+    decoder = json.JSONDecoder()
+    members: dict[str, Any] = {}
+    last_key: str | None = None
+    i = text.find("{") + 1
+    while 0 < i < len(text):
+        at = _MEMBER_GAP.match(text, i).end()
+        try:
+            key, after_key = decoder.raw_decode(text, at)
+            sep = _KEY_SEP.match(text, after_key)
+            if not isinstance(key, str) or sep is None:
+                break
+            value, end = decoder.raw_decode(text, sep.end())
+        except (json.JSONDecodeError, ValueError):
+            break
+        if end >= len(text.rstrip()) and isinstance(value, int | float):
+            break  # a number the text ends on may itself be cut (98 of 980)
+        i = end
+        members[key], last_key = value, key
+    return members, last_key, text.count("\n", 0, max(i, 0)) + 1
+
+
+def _json_row(display: str, n: int, obj: Any, whole: bool = True) -> dict[str, Any]:
+    if not isinstance(obj, dict) or (whole and ("completed" not in obj or "duration" not in obj)):
+        raise BadInputError(display, f"result {n}: not a benchmark result (no 'completed' / 'duration')")
+    row: dict[str, Any] = {"line_no": n, "tool": "sglang" if "mean_e2e_latency_ms" in obj else "vllm"}
+    row["format"] = "json"
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    latency: dict[str, dict[str, float]] = {}
+    for key, value in {**meta, **obj}.items():
+        lat = _LAT_KEY.match(key)
+        if lat and isinstance(value, int | float):
+            metric = {"e2e_latency": "e2el"}.get(lat.group(2), lat.group(2))
+            latency.setdefault(metric, {})[lat.group(1)] = float(value)
+        elif key in _JSON_FIELDS and value is not None and not isinstance(value, list | dict):
+            col, kind = _JSON_FIELDS[key]
+            row[col] = value_of(display, n, key, str(value), kind)
+    if row.get("failed_requests") is None and isinstance(obj.get("errors"), list) and whole:
+        row["failed_requests"] = sum(1 for e in obj["errors"] if e)
+    row["latency_ms"] = latency
+    row["fields"] = {k: v for k, v in obj.items() if not isinstance(v, list | dict)}
+    return row
 
 
 PARSER = ServingBenchParser()

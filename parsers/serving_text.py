@@ -229,7 +229,7 @@ def vllm_block(display: str, lines: list[str], start: int, headed: bool) -> tupl
     return _cut(display, row, fields, latency, start, last, headed), len(lines) - 1
 
 
-def _missing(row: dict[str, Any], latency: dict[str, dict[str, float]]) -> list[str]:
+def missing_figures(row: dict[str, Any], latency: dict[str, dict[str, float]]) -> list[str]:
     names = [label for col, label in _CORE if row.get(col) is None]
     for metric, name in _CORE_LATENCY:
         stats = [s for s in ("mean", "median", "p99") if s not in latency.get(metric, {})]
@@ -256,7 +256,7 @@ def _cut(
     where = "" if headed else " (no header: read by its rows)"
     row["partial"] = (
         f'block of line {start + 1}{where} cut after "{last[0]}" (line {last[1]}); '
-        f"missing: {', '.join(_missing(row, latency)) or 'none of the usual figures'}"
+        f"missing: {', '.join(missing_figures(row, latency)) or 'none of the usual figures'}"
     )
     return row
 
@@ -271,7 +271,7 @@ def _finish_text(
 ) -> dict[str, Any]:
     row["fields"], row["latency_ms"] = fields, latency
     if not headed:  # a closed tail: what came before its first row is not in the file
-        missing = _missing(row, latency)
+        missing = missing_figures(row, latency)
         if missing:
             row["partial"] = (
                 f"block of line {start + 1} (no header: read by its rows); missing: {', '.join(missing)}"

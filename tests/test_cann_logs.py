@@ -321,18 +321,17 @@ RULE_EXAMPLES = {
     # issue #16, from the train half of tests/fixtures/logs_wild (w1_060, w1_048, w1_070, w1_058)
     "noise_vllm_ascend_c_import": "ERROR 04-28 16:10:09 camem.py:69] Failed to import vllm_ascend_C:No module named 'vllm_ascend.vllm_ascend_C'",
     "task_timeout_reason": "EE9999[PID: 818] 2026-08-13-15:31:21.888.208 (EE9999):  The error from device(chipId:5, dieId:0), serial number is 1, event wait timeout occurred during task execution, stream_id:44",
-    "abort_fatal_signal": "Fatal Python error: Segmentation fault",
     "inner_error_message": "EZ9999[PID: 17833] 2025-12-23-07:36:19.237.396 (EZ9999):  HCCL_BUFFSIZE is too SMALL, maxBs = 512, h = 2048, epWorldSize = 2",
     "abort_signal_handler": "[2024-02-27 16:09:19,106 E 19394 19394] logging.cc:361: *** SIGSEGV received at time=1709021359 on cpu 44 ***",
     "unclassified_exception_code": "[Question]: RuntimeError: aclnnCausalConv1dGetWorkspaceSize failed with aclnnStatus=561002.",
     "version_missing_module": "ModuleNotFoundError: No module named 'tbe'",
-    "noise_deprecation": "/usr/lib/python3.10/site-packages/torch_npu/utils/_device.py:12: FutureWarning: `torch.npu.amp.autocast(args...)` is deprecated. Please use `torch.amp.autocast('npu', args...)` instead.",
 }
 
 
 def test_every_rule_has_an_example_and_compiles_everywhere():
     rules = cann_log.load_rules()
-    assert [r.id for r in rules if r.id not in RULE_EXAMPLES] == []
+    # the CUDA rules' examples are in tests/test_log_cuda.py
+    assert [r.id for r in rules if r.id not in RULE_EXAMPLES and not r.id.startswith("cuda_")] == []
     assert len({r.id for r in rules}) == len(rules)
     for r in rules:
         if r.pattern:

@@ -104,3 +104,30 @@ def test_ingest_through_parts_equals_a_whole_read(tmp_path, monkeypatch):
     assert calls == [3]
     assert split == whole
     assert whole["device_tasks"][0] == truth["ranks"]["0"]["trace"]["device_tasks"]
+
+
+def test_objects_with_a_ph_key_nested_in_args_are_not_cut_points(tmp_path, monkeypatch):
+    # #18: args holding arrays of objects with a "ph" key (a crafted, valid trace) were cut inside the event
+    monkeypatch.setattr(js, "MIN_PART_BYTES", 1)
+    events = _events(3000)
+    for i, ev in enumerate(events):
+        ev.setdefault("args", {})["calls"] = [{"ph": "X", "name": f"inner{i}.{k}"} for k in range(3)]
+    src = _write(tmp_path / "nested_ph.json", events)
+    data = src.read_bytes()
+    cuts = js.split_points(src, 9)
+    assert cuts
+    for _end, start in cuts:
+        assert data[start:].startswith(b'{"ph": "X", "name": "op')
+    out = js.split_array(src, 9, tmp_path)
+    assert [e for p in out for e in json.loads(p.read_text())] == events
+
+
+def test_a_nested_run_of_events_is_told_from_the_top_level_one():
+    assert js._is_event(b'{"ph": "X"}, {"ph": "B"}]}, {"ph": "X", "name": "next"}', "ph") is False
+    assert js._is_event(b'{"ph": "X"}, "k": 1}', "ph") is False
+    assert (
+        js._is_event(b'{"ph": "X"}, {"ph": "B"}, {"ph": "E", "na', "ph") is True
+    )  # the bytes read end mid-event
+    assert (
+        js._is_event(b'{"ph": "X"}, {"ph": "B"}]\n', "ph", at_eof=True) is True
+    )  # the last events of the file

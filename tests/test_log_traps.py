@@ -312,6 +312,18 @@ CODE_EXAMPLES = {
     "hccl": ("HCCL function error: HcclAllReduce(a, b), error code is 9; call trace: hcclRet -> 4", ["HCCL:9", "HCCL:4"]),
     "hccl_errno": ("[Init]errNo[0x0000000005000009] timeout; [Link]errNo[0x000000000501000c] fail", ["HCCL:9", "HCCL:12"]),
     "task_return": ("Kernel task happen error, retCode=0x31, [vector core exception].", ["0x31"]),
+    # CUDA side (the examples of tests/test_log_cuda.py hold the real lines)
+    "cuda_named": ("code=700(cudaErrorIllegalAddress) \"cudaDeviceSynchronize()\"", ["CUDA:cudaErrorIllegalAddress"]),
+    "cuda_message": ("RuntimeError: CUDA error: an illegal memory access was encountered",
+                     ["CUDA:cudaErrorIllegalAddress"]),
+    "cuda_number": ("CUDA error 2 at kernel.cu:12", ["CUDA:cudaErrorMemoryAllocation"]),
+    "nccl_named": ("ncclSystemError: System call (e.g. socket, malloc) or external library call failed",
+                   ["NCCL:ncclSystemError"]),
+    "nccl_message": ("NCCL error in: ProcessGroupNCCL.cpp:1269, unhandled cuda error (run with NCCL_DEBUG=INFO for "
+                     "details), NCCL version 2.18.1", ["NCCL:ncclUnhandledCudaError"]),
+    "cublas": ("RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling `cublasGemmEx( handle)`",
+               ["CUBLAS:CUBLAS_STATUS_NOT_SUPPORTED"]),
+    "cudnn": ("RuntimeError: cuDNN error: CUDNN_STATUS_EXECUTION_FAILED", ["CUDNN:CUDNN_STATUS_EXECUTION_FAILED"]),
 }  # fmt: skip
 
 FIGURE_EXAMPLES = {
@@ -361,6 +373,12 @@ FIGURE_EXAMPLES = {
     "cann_malloc_failed_size": (
         "[ERROR] RUNTIME(1,python):2026-01-01-00:00:00.000.001 [mem.cc:9]1 rtMalloc failed, size=1073741824",
         {"requested_bytes": GIB},
+    ),
+    "cuda_oom_private_pools": (
+        "Of the allocated memory 22.88 GiB is allocated by PyTorch, with 24.00 MiB allocated in private pools (e.g., "
+        "CUDA Graphs), and 275.38 MiB is reserved by PyTorch but unallocated.",
+        {"allocated_bytes": round(22.88 * GIB), "private_pool_bytes": 24 * MIB,
+         "reserved_unallocated_bytes": round(275.38 * MIB)},
     ),
 }  # fmt: skip
 

@@ -7,6 +7,7 @@ event-sync trace (traps/host_sync), the bundled real Ascend samples and ../share
 from __future__ import annotations
 
 import re
+import shutil
 import tomllib
 from pathlib import Path
 
@@ -221,3 +222,21 @@ def test_postmortem_page_offers_a_rocm_run_as_gpu_baseline_not_cuda(tmp_path, mo
     rocm, cuda = runs[ROCM_TRACE.name][0], runs[CUDA_TRACE.name][0]
     assert box.format_func(rocm).endswith("· GPU baseline (ROCm)")
     assert "ROCm" not in box.format_func(cuda)
+
+
+def test_host_sync_counts_an_ascend_device_to_host_copy(tmp_path):
+    # torch_npu writes the copy's direction as "device to host" (Kineto: "DtoH") and its launch as a cann_api row
+    run = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(REAL_LEVEL2, run)
+    trace = run / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+    text = trace.read_text()
+    assert text.count('"memcpy direction": "host to device"') == 2  # the two aclrtMemcpyAsync copies
+    trace.write_text(
+        text.replace('"memcpy direction": "host to device"', '"memcpy direction": "device to host"')
+    )
+    store = _store(tmp_path, run)
+    ((rid, platform),) = _runs(store).values()
+    total = breakdown(store, rid).total
+    sync = host_sync(store, rid, platform, total.start_ns, total.end_ns)
+    copies = [c for c in sync.callers if c["kind"] == "d2h_copy"]
+    assert [(c["call"], c["calls"]) for c in copies] == [("AscendCL@aclrtMemcpyAsync", 2)]

@@ -72,7 +72,12 @@ def test_postmortem_of_a_real_log(cann_logs, tmp_path, name):
     assert pm.what_happened and "First error" in pm.what_happened[0].text
     assert pm.actions and all(a.evidence.get("from") for a in pm.actions)
     md, page = to_markdown(pm), to_html(pm)
-    assert f"{hit[0]['file']}:{hit[0]['line_no']}: " in md and key in md  # fenced, verbatim
+    # fenced, verbatim, under the file's shortest unambiguous tail (here its name: one file in the store)
+    assert (
+        f"\n  {name}:{hit[0]['line_no']}: " in md
+        and key in md
+        and "/work/" not in md.split("## Environment")[0]
+    )
     assert category.replace("_", r"\_") in md
     import html
 
@@ -225,8 +230,8 @@ def test_postmortem_page(pair, monkeypatch):
     at.selectbox(key="pm_baseline").select(cuda).run()
     at.text_input(key="pm_note_title").input("Decode is slow on Ascend").run()
     assert not at.exception, at.exception
-    md = "\n".join(m.value for m in at.markdown)
-    assert "# Decode is slow on Ascend" in md and "top op classes losing time" in md
+    heads = [h.value for h in at.header] + [h.value for h in at.subheader]
+    assert "Decode is slow on Ascend" in heads and "Baseline comparison: top op classes losing time" in heads
     # one rank of the TP=2 job beside a CUDA run: no job the evidence groups, so no job postmortem is offered
     at.radio(key="pm_scope").set_value("A job (every rank)").run()
     assert not at.exception and [i.value for i in at.info][0].startswith("No multi-rank job")
@@ -253,8 +258,8 @@ def test_notes_are_saved_with_the_run_and_the_job(pair, monkeypatch):
     again = _app(db, monkeypatch)
     assert again.text_input(key="pm_note_title").value == "Decode <b>slow</b> on Ascend"
     assert again.text_input(key="pm_note_owner").value == "sre-oncall"
-    md = "\n".join(m.value for m in again.markdown)
-    assert md.startswith(r"# Decode \<b\>slow\</b\> on Ascend") and "Owner: sre\\-oncall" in md
+    assert again.header[0].value == r"Decode \<b\>slow\</b\> on Ascend"  # as text, not HTML
+    assert r"Owner: sre\-oncall" in [c.value for c in again.caption]
     # the job scope has notes of its own
     again.radio(key="pm_scope").set_value("A job (every rank)").run()
     assert not again.exception, again.exception
@@ -507,3 +512,24 @@ def test_job_report_html_renders_offline_in_chromium(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert shot.is_file() and shot.stat().st_size > 20_000  # a rendered page, not a blank one
+
+
+def test_report_evidence_is_tables_not_json(pair):
+    """Both downloads show evidence as tables in ms from the run's start; the JSON keeps the raw dicts."""
+    store, ascend, cuda = pair
+    pm = build_postmortem(store, ascend)
+    md, page, js = to_markdown(pm), to_html(pm), json.loads(to_json(pm))
+    assert "```json" not in md and not re.search(r"\b1[67]\d{17}\b", md)  # no epoch ns
+    row = r"| ArgMaxV2 | 4 | 0\.986 | aclnnArgMax\_ArgMaxV2AiCpu\_ArgMaxV2 | FLOAT;INT64 \-\> INT64 | 16,152064; | aclnnArgMax |"
+    block = md.split(row)[0].rsplit("<details><summary>evidence</summary>", 1)[1]
+    assert (
+        "</details>" not in block and "| op | calls | total (ms) |" in block
+    )  # the table, inside its details
+    assert r"  Time range: 0\.713 → 16\.492 ms from the run's start \(15\.778 ms\)" in md
+    assert md.count("<details>") == md.count("</details>") and page.count("<details>") == page.count(
+        "</details>"
+    )
+    assert "<details><summary>evidence</summary><p><b>ops</b></p><table><tr><th>op</th><th>calls</th>" in page
+    assert "<td>ArgMaxV2</td><td>4</td><td>0.986</td>" in page and '"total_ns"' not in page
+    cpu = next(s for s in js["impact"] if "AI_CPU" in s["text"])
+    assert cpu["evidence"]["ops"]["ops"][0]["total_ns"] == 986331  # --json: the dict, unchanged

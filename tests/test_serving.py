@@ -231,14 +231,13 @@ def test_fixture_metadata(fixtures_db):
 @pytest.mark.parametrize(
     ("name", "reason"),
     [
-        # bad_truncated.txt (cut after its last row) is stored partial: tests/test_serving_partial.py
+        # bad_truncated.txt, partial_cut_save_result.json, partial_aisbench_cut.txt (cut short) are stored
+        # partial: tests/test_serving_partial.py
         ("bad_garbled.txt", "line 14: 'Mean TTFT (ms)' has value '41#.3@', not a number"),
         (
             "bad_no_colon.txt",
             "line 16: 'P99 TTFT (ms)    1104.52' is not a 'label: value' row (garbled block?)",
         ),
-        ("bad_aisbench_cut.txt", "line 9: AISBench table of line 2 is not closed"),
-        ("bad_cut.json", "line 1: not valid JSON"),
     ],
 )
 def test_a_cut_or_garbled_block_is_a_one_line_error(tmp_path, name, reason):

@@ -276,3 +276,76 @@ def test_log_lines_after_a_cut_block_are_not_rows_of_it(tmp_path):
     assert outcome.status == "partial" and 'cut after "P99 TTFT (ms)" (line 30)' in outcome.message
     (row,) = _rows(tmp_path / "c.duckdb")
     assert not [k for k in row["fields"] if k.startswith("INFO")] and len(row["fields"]) == 14
+
+
+# -- JSON and AISBench results cut short: the members / rows before the cut are kept -----------------------
+def test_a_save_result_json_cut_inside_its_arrays_keeps_every_figure_before_the_cut(tmp_path):
+    # vLLM writes the totals first, then the per-request arrays, then the latency stats: a copy cut in the arrays
+    (outcome,) = _ingest(tmp_path / "j.duckdb", FIX / "partial_cut_save_result.json")
+    assert (outcome.status, outcome.rows) == ("partial", {"serving_runs": 1})
+    assert outcome.message == (
+        'partial: result 1 cut after "output_lens" (line 30); '
+        "missing: TTFT mean/median/p99, TPOT mean/median/p99, ITL mean/median/p99"
+    )
+    (row,) = _rows(tmp_path / "j.duckdb")
+    got = (
+        row["successful_requests"],
+        row["total_input_tokens"],
+        row["output_throughput_tps"],
+        row["ttft_mean_ms"],
+    )
+    assert got == (98, 100352, 802.816, None)
+    assert row["failed_requests"] is None  # the errors array was cut: not counted as 0
+
+
+def test_a_jsonl_whose_last_line_is_cut_keeps_the_whole_lines(tmp_path):
+    whole = (FIX / "ok_sglang_output_cuda.jsonl").read_text().splitlines()
+    path = tmp_path / "cut.jsonl"
+    path.write_text("\n".join([*whole, whole[-1][: len(whole[-1]) // 2]]) + "\n")
+    (outcome,) = _ingest(tmp_path / "l.duckdb", path)
+    assert outcome.status == "partial" and outcome.rows == {"serving_runs": len(whole) + 1}
+    assert outcome.message.startswith(f"partial: result {len(whole) + 1} cut after ")
+
+
+def test_a_broken_line_inside_a_jsonl_is_garbled_not_cut(tmp_path):
+    whole = (FIX / "ok_sglang_output_cuda.jsonl").read_text().splitlines()
+    path = tmp_path / "garbled.jsonl"
+    path.write_text("\n".join([whole[0][:40], *whole]) + "\n")
+    (outcome,) = _ingest(tmp_path / "g.duckdb", path)
+    assert outcome.status == "failed" and outcome.message.startswith(f"{path}: line 1: not valid JSON")
+
+
+def test_a_json_cut_before_its_request_count_is_refused(tmp_path):
+    path = tmp_path / "early.json"
+    path.write_text(
+        '{"date": "20250101-000000", "backend": "vllm", "total_input_tokens": 1024, "duration": 12.5, "completed": 9'
+    )
+    (outcome,) = _ingest(tmp_path / "e.duckdb", path)
+    assert outcome.status == "failed" and outcome.message.startswith(f"{path}: line 1: not valid JSON")
+
+
+def test_an_aisbench_table_cut_short_keeps_the_rows_read(tmp_path):
+    (outcome,) = _ingest(tmp_path / "a.duckdb", FIX / "partial_aisbench_cut.txt")
+    assert (outcome.status, outcome.rows) == ("partial", {"serving_runs": 1})
+    assert outcome.message.startswith(
+        "partial: block of line 1: AISBench table of line 2 not closed (file ends at line 9); "
+        "missing: Successful requests, Benchmark duration (s)"
+    )
+    (row,) = _rows(tmp_path / "a.duckdb")
+    assert (row["ttft_mean_ms"], row["ttft_p99_ms"], row["tpot_p99_ms"], row["e2el_mean_ms"]) == (
+        512.7, 1190.4, 25.7, 12034.5
+    )  # fmt: skip
+    assert row["successful_requests"] is None
+
+
+def test_an_aisbench_table_interrupted_by_a_log_line_is_cut_there(tmp_path):
+    lines = (FIX / "partial_aisbench_cut.txt").read_text().splitlines()
+    path = tmp_path / "ais.log"
+    path.write_text(
+        "\n".join([*lines[:6], "[INFO] 2025-01-01 00:00:00 benchmark finished", *lines[6:]]) + "\n"
+    )
+    (outcome,) = _ingest(tmp_path / "i.duckdb", path)
+    assert outcome.status == "partial"
+    assert "AISBench table of line 2 cut at line 7" in outcome.message
+    (row,) = _rows(tmp_path / "i.duckdb")
+    assert row["e2el_mean_ms"] == 12034.5 and row["tpot_mean_ms"] is None

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import data, page_parts, widgets
+from app import data, page_parts, state, widgets
+from app.glossary import help_for
+from app.tables import MISSING, show_table
+
+WHOLE_RUN = "whole run"
 
 st.title("Runs")
 fp = data.fingerprint()
@@ -16,49 +20,49 @@ if not rows:
 ai_cpu = sum(r["ai_cpu_tasks"] for r in rows)
 c1, c2, c3, c4 = st.columns(4)
 c1.metric("runs", len(rows))
-c2.metric("device tasks", f"{sum(r['device_tasks'] for r in rows):,}")
+c2.metric("device tasks", f"{sum(r['device_tasks'] for r in rows):,}", help=help_for("task"))
 c3.metric("host ops", f"{sum(r['host_ops'] for r in rows):,}")
-c4.metric("AI_CPU tasks (CPU fallback)", f"{ai_cpu:,}")
+c4.metric("AI_CPU tasks (CPU fallback)", f"{ai_cpu:,}", help=help_for("AI_CPU"))
 
-st.dataframe(widgets.runs_frame(rows), hide_index=True, width="stretch")
+show_table(widgets.runs_frame(rows), helps=widgets.RUNS_HELP)
 
 labels = {
-    r["run_id"]: f"{r['run_id']} · {r['name']} · rank {r['rank'] if r['rank'] is not None else '-'}"
+    r["run_id"]: f"{r['run_id']} · {r['name']} · rank {r['rank'] if r['rank'] is not None else MISSING}"
     for r in rows
 }
 ids = list(labels)
-current = st.session_state.get("run_id")
 run_id = st.selectbox(
     "Selected run (used by the other pages)",
     ids,
-    index=ids.index(current) if current in ids else 0,
+    index=state.index_of_selected(ids),
     format_func=labels.get,
     key="runs_select",
 )
-if run_id != current:
-    st.session_state["run_id"] = run_id
-    st.session_state["step"] = None
+if run_id != state.selected_run():
+    state.select_run(run_id)
 
 counts = data.kernel_counts(fp, run_id)  # one definition of each count (diag.analyses.counts)
 page_parts.kernel_count_metrics(counts)
 
 steps = data.steps(fp, run_id)
 if steps:
-    options = [None] + [s for s, _, _ in steps]
-    step = st.selectbox(
+    # not None for the whole run: a selectbox whose value is None shows its placeholder "Choose an option"
+    options: list[int | str] = [WHOLE_RUN] + [s for s, _, _ in steps]
+    current = state.selected_step()
+    choice = st.selectbox(
         "Step",
         options,
-        format_func=lambda s: "whole run" if s is None else f"step {s}",
+        format_func=lambda s: s if s == WHOLE_RUN else f"step {s}",
         key="runs_step",
-        index=options.index(st.session_state.get("step")) if st.session_state.get("step") in options else 0,
+        index=options.index(current) if current in options else 0,
     )
-    st.session_state["step"] = step
+    state.select_step(None if choice == WHOLE_RUN else choice)
 
 with st.expander("Delete this run"):
     st.write(f"Removes run **{labels[run_id]}** and every row stored from its files. This cannot be undone.")
     sure = st.checkbox("I am sure", key="delete_sure")
     if st.button("Delete run", disabled=not sure, type="primary", key="delete_run"):
         data.delete_run(run_id)
-        st.session_state["run_id"] = None
+        state.clear_run()
         st.success(f"Deleted run {run_id}.")
         st.rerun()

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import data, widgets
-from diag.uploads import Upload
+from app import data, state, widgets
+from app.tables import show_table
+from diag.uploads import Upload, describe_stored, run_to_select
 
 st.title("Upload")
 cap_mb = data.upload_cap_bytes() // (1 << 20)
@@ -32,17 +33,31 @@ if st.button("Ingest", type="primary", disabled=not chosen, key="ingest"):
     outcomes = data.ingest([Upload(f.name, f, f.size) for f in chosen], on_file_done=advance)
     bar.progress(1.0, text="done")
     st.session_state["last_upload"] = outcomes
+    device_runs = {r["run_id"] for r in data.runs(data.fingerprint()) if r["start_ns"] is not None}
+    chosen_run = run_to_select(outcomes, device_runs)
+    if chosen_run is not None:
+        state.select_run(chosen_run)
 
 outcomes = st.session_state.get("last_upload")
 if outcomes:
     failed = [o for o in outcomes if o["status"] == "failed"]
     ok = [o for o in outcomes if o["status"] in ("ok", "partial")]
-    runs = sorted({o["run_id"] for o in ok if o["run_id"] is not None})
     if ok:
-        st.success(f"Stored {len(ok)} file(s) into run(s) {', '.join(map(str, runs))}.")
+        lines = "\n".join(f"- {line}" for line in describe_stored(outcomes))  # diag's own words: no file text
+        selected = state.selected_run()
+        tail = (
+            f"\n\nRun {selected} is selected for the other pages."
+            if selected in {o["run_id"] for o in ok}
+            else ""
+        )
+        st.success(f"Stored {len(ok)} file(s):\n{lines}{tail}")
+    elif not failed:
+        st.info(
+            "\n".join(f"- {widgets.md(line)}" for line in describe_stored(outcomes)) or "Nothing to store."
+        )
     for o in failed:
         st.error(o["message"] or f"{o['path']}: failed")
     for o in outcomes:
         if o["status"] == "partial":
             st.warning(f"{o['path']}: {o['message']}")
-    st.dataframe(widgets.outcomes_frame(outcomes), hide_index=True, width="stretch")
+    show_table(widgets.outcomes_frame(outcomes))

@@ -6,6 +6,8 @@ import streamlit as st
 
 from app import data, page_parts, widgets
 from app.app_pages import run_picker
+from app.glossary import help_for
+from app.tables import show_table
 
 st.title("Stalls")
 st.caption(
@@ -23,15 +25,21 @@ if not bd.steps:
     st.stop()
 total = bd.total
 c = st.columns(5)
-c[0].metric("device time (E2E)", f"{total.e2e_ns / 1e6:,.3f} ms")
-c[1].metric("computing", f"{100 * total.computing_ns / total.e2e_ns:.1f}%")
-c[2].metric("communication not overlapped", f"{100 * total.buckets['comm_exposed'] / total.e2e_ns:.1f}%")
-c[3].metric("AI CPU (fallback)", f"{100 * total.buckets['ai_cpu'] / total.e2e_ns:.2f}%")
-c[4].metric("idle + copies", f"{100 * total.free_ns / total.e2e_ns:.1f}%")
+c[0].metric("device time (E2E)", f"{total.e2e_ns / 1e6:,.3f} ms", help=help_for("E2E"))
+c[1].metric("computing", f"{100 * total.computing_ns / total.e2e_ns:.1f}%", help=help_for("Computing"))
+c[2].metric(
+    "communication not overlapped",
+    f"{100 * total.buckets['comm_exposed'] / total.e2e_ns:.1f}%",
+    help=help_for("Communication(Not Overlapped)"),
+)
+c[3].metric(
+    "AI CPU (fallback)", f"{100 * total.buckets['ai_cpu'] / total.e2e_ns:.2f}%", help=help_for("AI_CPU")
+)
+c[4].metric("idle + copies", f"{100 * total.free_ns / total.e2e_ns:.1f}%", help=help_for("Free"))
 counts = data.kernel_counts(fp, run_id)
 page_parts.kernel_count_metrics(counts)
 st.plotly_chart(widgets.breakdown_figure(bd), width="stretch", key="stalls_chart")
-st.dataframe(widgets.breakdown_frame(bd), hide_index=True, width="stretch")
+show_table(widgets.breakdown_frame(bd), helps=widgets.breakdown_helps())
 st.subheader("diag vs the profiler's own figures")
 cmp = widgets.export_comparison_frame(bd)
 if cmp.empty:
@@ -40,5 +48,5 @@ else:
     bad = cmp[cmp["agrees (≤1%)"] == "no"]
     if len(bad):
         st.warning(f"{len(bad)} figure(s) differ from the export by more than 1% — see the table.")
-    st.dataframe(cmp, hide_index=True, width="stretch")
+    show_table(cmp)
 st.caption(f"steps from: {bd.step_source.replace('_', ' ')}")

@@ -7,6 +7,8 @@ import streamlit as st
 
 from app import data
 from app.app_pages import run_picker
+from app.glossary import help_for
+from app.tables import show_table
 
 st.title("CPU fallback ops")
 fp = data.fingerprint()
@@ -17,10 +19,10 @@ ops = data.fallbacks(fp, run_id)
 device = [o for o in ops if o.where == "AI_CPU"]
 host = [o for o in ops if o.where == "host"]
 c = st.columns(3)
-c[0].metric("AI_CPU tasks", f"{sum(o.count for o in device):,}")
-c[1].metric("AI_CPU time", f"{sum(o.total_ns for o in device) / 1e6:,.3f} ms")
+c[0].metric("AI_CPU tasks", f"{sum(o.count for o in device):,}", help=help_for("AI_CPU"))
+c[1].metric("AI_CPU time", f"{sum(o.total_ns for o in device) / 1e6:,.3f} ms", help=help_for("AI_CPU"))
 share = sum(o.share_of_step_pct or 0 for o in device)
-c[2].metric("share of device time", f"{share:.2f}%")
+c[2].metric("share of device time", f"{share:.2f}%", help=help_for("E2E"))
 if not device:
     st.success("No task ran on the AI CPU in this run.")
 for i, o in enumerate(device):
@@ -30,17 +32,15 @@ for i, o in enumerate(device):
             f"({(o.share_of_step_pct or 0):.2f}% of device time), longest {o.max_ns / 1e3:,.1f} µs"
         )
         st.write(o.hint)
-        st.dataframe(
+        show_table(
             pd.DataFrame(
                 {
                     "kernel names": [", ".join(o.names)],
-                    "input shapes": [" | ".join(o.input_shapes) or "-"],
-                    "dtypes": [" | ".join(o.input_dtypes) or "-"],
-                    "launched by": [", ".join(o.host_ops) or "-"],
+                    "input shapes": [" | ".join(o.input_shapes) or "—"],
+                    "dtypes": [" | ".join(o.input_dtypes) or "—"],
+                    "launched by": [", ".join(o.host_ops) or "—"],
                 }
-            ),
-            hide_index=True,
-            width="stretch",
+            )
         )
         if o.log_evidence:
             with st.expander(f"log lines naming this op ({len(o.log_evidence)})"):
@@ -51,7 +51,7 @@ for i, o in enumerate(device):
             with st.expander("call stack"):
                 st.code(o.call_stack.replace(";", "\n"), language=None)
         if st.button("Show on the timeline", key=f"fb_tl_{i}"):
-            data.open_in_timeline(run_id, o.first_start_ns, o.last_end_ns)
+            data.open_in_timeline(run_id, o.first_start_ns, o.last_end_ns, names=o.names)
             st.switch_page("app_pages/03_timeline.py")
 if host:
     st.subheader("Possible host CPU fallbacks (inferred)")
@@ -59,7 +59,7 @@ if host:
         "aten ops with a call of ≥ 1 ms on the host and no device time at all. No profiler flag marks "
         "these: confirm with the torch_npu log line 'will fall back to run on the CPU'."
     )
-    st.dataframe(
+    show_table(
         pd.DataFrame(
             [
                 {
@@ -70,7 +70,5 @@ if host:
                 }
                 for o in host
             ]
-        ),
-        hide_index=True,
-        width="stretch",
+        )
     )

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import data
+from app import data, evidence
 from app.app_pages import run_picker
+from diag.analyses.evidence_view import finding_blocks
 
 SEVERITY = {
     "high": ":red-badge[high]",
@@ -20,6 +21,7 @@ run_id = run_picker(fp, key="findings_run")
 if run_id is None:
     st.stop()
 items = data.findings(fp, run_id)
+clock = evidence.clock_of(fp, run_id)
 if not items:
     st.info("No findings for this run.")
 st.caption(
@@ -32,10 +34,7 @@ for i, f in enumerate(items):
             f"impact {f.impact_pct:.2f}% · {f.impact_ns / 1e6:,.3f} ms · {f.category}"
         )
         st.write(f.suggestion)
-        with st.expander("evidence"):
-            st.json(f.evidence, expanded=False)
-        if f.start_ns is not None and st.button(
-            "Open this time range in the timeline", key=f"finding_tl_{i}"
-        ):
-            data.open_in_timeline(run_id, f.start_ns, f.end_ns)
-            st.switch_page("app_pages/03_timeline.py")
+        blocks = finding_blocks(f.evidence, f.start_ns, f.end_ns, clock, f.category)
+        if blocks:
+            with st.expander("evidence"):
+                evidence.show(blocks, clock, key=f"finding_{i}")

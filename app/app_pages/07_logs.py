@@ -5,20 +5,35 @@ cached by the database fingerprint."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import UTC, datetime
 
 import pandas as pd
 import streamlit as st
 
-from app import data
+from app import data, evidence
 from diag.analyses import log_diagnosis as diagnosis
 from diag.analyses import log_episodes
+from diag.analyses.evidence_view import MISSING, RunClock, log_blocks
 
 SEVERITY = {
     "high": ":red-badge[high]",
     "medium": ":orange-badge[medium]",
     "low": ":blue-badge[low]",
     "info": ":gray-badge[info]",
+}
+
+# sized so that a code (EZ9999, ERR00100, EI0002…) and the message are read whole, not clipped
+RECORD_COLUMNS = {
+    "time": st.column_config.TextColumn("time", width=175),
+    "level": st.column_config.TextColumn("level", width=65),
+    "code": st.column_config.TextColumn("code", width=85),
+    "category": st.column_config.TextColumn("category", width=125),
+    "message": st.column_config.TextColumn("message", width=620, help="the record's first line"),
+    "file": st.column_config.TextColumn("file", width=200),
+    "line": st.column_config.NumberColumn("line", width=60, format="%d"),
+    "module": st.column_config.TextColumn("module", width=90),
+    "rank": st.column_config.TextColumn("rank", width=50),
 }
 
 
@@ -53,7 +68,9 @@ def _context(fp: str, file_id: int, record_no: int) -> list[dict]:
 
 
 def _time(ns: int | None) -> str:
-    return "-" if ns is None else datetime.fromtimestamp(ns / 1e9, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    return (
+        MISSING if ns is None else datetime.fromtimestamp(ns / 1e9, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    )
 
 
 def _dt(ns: int) -> datetime:
@@ -107,15 +124,10 @@ for c in causes:
         st.markdown(f"**Fix:** {c.fix}")
         if c.codes:
             st.caption(" · ".join(f"`{k['code']}` {k.get('meaning', '')}" for k in c.codes))
-        with st.expander("evidence"):
-            for e in c.evidence:
-                wraps = f" (wraps {e.wraps})" if e.wraps else ""
-                origin = f" · {e.origin}" if e.origin else ""
-                st.caption(
-                    f"{e.file}:{e.line_no}{origin} · {_time(e.ts_ns if e.ts_ns is not None else e.eff_ns)} · "
-                    f"rank {e.rank if e.rank is not None else '-'}{wraps}"
-                )
-                st.code(e.raw, language=None)
+        blocks = log_blocks([asdict(e) for e in c.evidence])
+        if blocks:
+            with st.expander("evidence"):
+                evidence.show(blocks, RunClock(), key=f"logs_cause_{c.rank}")
 
 st.subheader("Records")
 values = _values(fp, run_id)
@@ -149,17 +161,21 @@ if rows:
     table = pd.DataFrame(
         {
             "time": [_time(r["ts_ns"]) for r in rows],
+            "level": [r["level"] or MISSING for r in rows],
+            "code": [r["code"] or MISSING for r in rows],
+            "category": [r["category"] or MISSING for r in rows],
+            "message": [(r["message"] or "").split("\n", 1)[0][:300] or MISSING for r in rows],
             "file": [r["source"].rsplit("/", 1)[-1] for r in rows],
             "line": [r["line_no"] for r in rows],
-            "level": [r["level"] for r in rows],
-            "module": [r["module"] for r in rows],
-            "rank": [r["rank"] for r in rows],
-            "code": [r["code"] for r in rows],
-            "category": [r["category"] for r in rows],
-            "message": [(r["message"] or "").split("\n", 1)[0][:300] for r in rows],
+            "module": [r["module"] or MISSING for r in rows],
+            "rank": [MISSING if r["rank"] is None else str(r["rank"]) for r in rows],
         }
     )
-    st.dataframe(table, hide_index=True, width="stretch")
+    st.dataframe(table, hide_index=True, width="stretch", column_config=RECORD_COLUMNS)
+    st.caption(
+        "message: each record's first line (pick a record below for its raw lines); scroll the table right for "
+        "file, line, module and rank."
+    )
     pick = st.selectbox(
         "Raw lines around",
         range(len(rows)),
@@ -178,4 +194,5 @@ if rows:
             for r in around
         ),
         language=None,
+        wrap_lines=True,
     )

@@ -5,7 +5,17 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app import data, widgets
+from app import data, state, widgets
+from app.glossary import help_for
+from app.tables import show_table
+
+OTHER_PLATFORM = {"ascend": "cuda", "cuda": "ascend", "rocm": "ascend"}
+
+
+def _first(ids: list[int], platform: dict[int, str], wanted: str, not_run: int | None = None) -> int | None:
+    """The first run of platform ``wanted`` among the choices (other than ``not_run``)."""
+    return next((i for i in ids if platform[i] == wanted and i != not_run), None)
+
 
 st.title("Ascend vs CUDA")
 st.caption(
@@ -25,19 +35,16 @@ label = {
     + (f" · {r['device_name']}" if r["device_name"] else "")
     for r in rows
 }
-ascend = [r["run_id"] for r in rows if r["platform"] == "ascend"]
-cuda = [r["run_id"] for r in rows if r["platform"] == "cuda"]
+platform = {r["run_id"]: r["platform"] for r in rows}
+default_a = state.index_of_selected(ids, fallback=ids.index(_first(ids, platform, "ascend") or ids[0]))
 c1, c2 = st.columns(2)
-run_a = c1.selectbox(
-    "A (under study)", ids, index=ids.index(ascend[0]) if ascend else 0, format_func=label.get, key="cmp_a"
-)
-run_b = c2.selectbox(
-    "B (baseline)",
-    ids,
-    index=ids.index(cuda[0]) if cuda else min(1, len(ids) - 1),
-    format_func=label.get,
-    key="cmp_b",
-)
+run_a = c1.selectbox("A (under study)", ids, index=default_a, format_func=label.get, key="cmp_a")
+if run_a != state.selected_run():
+    state.select_run(run_a)
+baseline = _first(ids, platform, OTHER_PLATFORM.get(platform[run_a], "cuda"), not_run=run_a)
+if baseline is None:
+    baseline = next((i for i in ids if i != run_a), run_a)
+run_b = c2.selectbox("B (baseline)", ids, index=ids.index(baseline), format_func=label.get, key="cmp_b")
 if run_a == run_b:
     st.warning("Pick two different runs.")
     st.stop()
@@ -48,31 +55,31 @@ for note in cmp.notes():
     st.info(f"Data quality: {note}")
 e2e = next(o for o in cmp.overall if o["bucket"] == "e2e")
 m = st.columns(5)
-m[0].metric("A device time / step", widgets.ms_text(e2e["per_step_a_ms"]))
-m[1].metric("B device time / step", widgets.ms_text(e2e["per_step_b_ms"]))
-m[2].metric("A / B", "-" if e2e["ratio"] is None else f"{e2e['ratio']:.2f}×")
+m[0].metric("A device time / step", widgets.ms_text(e2e["per_step_a_ms"]), help=help_for("E2E"))
+m[1].metric("B device time / step", widgets.ms_text(e2e["per_step_b_ms"]), help=help_for("E2E"))
+m[2].metric("A / B", "—" if e2e["ratio"] is None else f"{e2e['ratio']:.2f}×")
 loss = cmp.biggest_loss()  # over every bucket: idle, AI CPU, exposed communication and copies too
 m[3].metric(
     "biggest loss",
-    loss["label"] if loss else "-",
+    loss["label"] if loss else "—",
     f"+{loss['delta_per_step_ms']:.3f} ms/step" if loss else None,
     delta_color="inverse",
 )
 top = cmp.top_losses(1)
 m[4].metric(
     "biggest op-class loss",
-    top[0].op_class if top else "-",
+    top[0].op_class if top else "—",
     f"+{top[0].delta_per_step_ms:.3f} ms/step" if top else None,
     delta_color="inverse",
 )
 st.subheader("Where A loses time, by op class")
 st.plotly_chart(widgets.compare_classes_figure(cmp), width="stretch", key="cmp_chart")
-st.dataframe(widgets.compare_classes_frame(cmp), hide_index=True, width="stretch")
+show_table(widgets.compare_classes_frame(cmp))
 st.subheader("Device time per step, same buckets on both")
-st.dataframe(widgets.compare_overall_frame(cmp), hide_index=True, width="stretch")
+show_table(widgets.compare_overall_frame(cmp), helps={"bucket": help_for("E2E")})
 if cmp.phases:
     st.subheader("By phase (told by each step's attention kernels)")
-    st.dataframe(
+    show_table(
         pd.DataFrame(
             [
                 {
@@ -85,13 +92,11 @@ if cmp.phases:
                 }
                 for p in cmp.phases
             ]
-        ),
-        hide_index=True,
-        width="stretch",
+        )
     )
 if cmp.ops:
     st.subheader("Framework ops present in both traces")
-    st.dataframe(
+    show_table(
         pd.DataFrame(
             [
                 {
@@ -103,9 +108,7 @@ if cmp.ops:
                 }
                 for o in cmp.ops
             ]
-        ),
-        hide_index=True,
-        width="stretch",
+        )
     )
 sides = {
     side: f"{n} step(s)" if src == "timeline" else "nsys stats kernel summary (no steps, no timeline)"
@@ -113,7 +116,7 @@ sides = {
 }
 for side, c in (("A", cmp.counts_a), ("B", cmp.counts_b)):
     if c and c.device_kernels:
-        per_step = "-" if c.kernels_per_step is None else f"{c.kernels_per_step:,.1f}"
+        per_step = "—" if c.kernels_per_step is None else f"{c.kernels_per_step:,.1f}"
         sides[side] += f", {c.device_kernels:,} device kernels, {per_step} kernels per step"
 st.caption(f"A: {sides['A']} · B: {sides['B']}. Op classes: diag/rules/op_classes.csv.")
 serving = data.serving_comparison_for_runs(fp, run_a, run_b)
@@ -127,4 +130,4 @@ if serving:
         st.warning(w)
     for line in serving["headline"]:
         st.error(line)
-    st.dataframe(widgets.serving_comparison_frame(serving), hide_index=True, width="stretch")
+    show_table(widgets.serving_comparison_frame(serving))

@@ -3,11 +3,16 @@ md/html/json downloads."""
 
 from __future__ import annotations
 
+import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
-from app import data
+from app import data, evidence
 from app.app_pages import run_picker
-from diag.report import to_html, to_json, to_markdown
+from diag import report
+from diag.analyses.evidence_view import RunClock, evidence_blocks
+from diag.analyses.postmortem_model import Postmortem
+from diag.report import md_escape, to_html, to_json, to_markdown
 
 NOTES = (("title", "Title"), ("owner", "Owner"), ("summary", "Summary"), ("follow_ups", "Follow-ups"))
 SCOPES = ("A profiling run", "A job (every rank)", "Every log in the store")
@@ -28,6 +33,94 @@ def _load_notes(scope_key: str, run_id: int | None, job_id: int | None) -> None:
 def _save_notes(run_id: int | None, job_id: int | None) -> None:
     values = {key: st.session_state.get(f"pm_note_{key}", "") for key, _ in NOTES}
     data.save_notes(values, run_id, job_id)
+
+
+def _table(columns: tuple[str, ...] | list[str], rows: list[list[str]]) -> None:
+    if rows:
+        st.table(pd.DataFrame(rows, columns=list(columns)).set_index(columns[0]))
+
+
+def _statement(stmt: dict, clock: RunClock, key: str) -> None:
+    """One statement: its text, its evidence collapsed (tables, log lines, the time range)."""
+    st.markdown(f"- {md_escape(stmt['text'])}")
+    blocks = evidence_blocks(stmt.get("evidence") or {}, clock)
+    if blocks:
+        with st.expander("evidence"):
+            evidence.show(blocks, clock, key=key)
+
+
+def _root_cause(pm: Postmortem, clock: RunClock) -> None:
+    r = pm.root_cause
+    if not r:
+        return
+    with st.container(border=True):
+        st.markdown(
+            f"**Root cause category:** {md_escape(r['category'])} ({md_escape(r['severity'])}, from "
+            f"{md_escape(r['source'])} evidence)"
+        )
+        if r.get("explanation"):
+            st.markdown(md_escape(r["explanation"]))
+        _statement(r["statement"], clock, key="pm_rc")
+
+
+def _report(pm: Postmortem) -> None:
+    """The postmortem drawn natively: the same sections, figures and evidence as the downloads."""
+    clock = report.clock(pm)
+    notes = pm.notes or {}
+    st.header(md_escape(report.title(pm)))  # titles, op names and paths are text, never Markdown / HTML
+    st.caption(f"Scope: {md_escape(pm.scope)}")
+    st.markdown(md_escape(notes.get("summary") or pm.summary))
+    if notes.get("owner"):
+        st.caption(f"Owner: {md_escape(notes['owner'])}")
+    _root_cause(pm, clock)
+    for n, (name, items) in enumerate(report.sections(pm)):
+        if name == "Root cause":
+            continue  # drawn above, with its category
+        st.subheader(name)
+        if not items:
+            st.caption("Nothing in the data.")
+        for i, stmt in enumerate(items[: report.MAX_ROWS]):
+            _statement(stmt, clock, key=f"pm_{n}_{i}")
+        if len(items) > report.MAX_ROWS:
+            st.caption(f"… {len(items) - report.MAX_ROWS} more (see the JSON report)")
+    if pm.chart:
+        st.subheader("Device time by bucket")
+        rows = sorted(pm.chart, key=lambda c: c["ns"])[-report.MAX_ROWS :]  # the largest at the top
+        fig = go.Figure(
+            go.Bar(
+                x=[c["ns"] / 1e6 for c in rows],
+                y=[c["label"] for c in rows],
+                orientation="h",
+                text=[f"{c['pct']:.1f}%" for c in rows],
+                hovertemplate="%{y}: %{x:.3f} ms<extra></extra>",
+            )
+        )
+        fig.update_layout(height=60 + 26 * len(rows), margin={"l": 10, "r": 10, "t": 10, "b": 40})
+        fig.update_xaxes(title="device time (ms)")
+        fig.update_yaxes(automargin=True)
+        st.plotly_chart(fig, config={"displayModeBar": False})
+    if pm.comparison:
+        st.subheader("Baseline comparison: top op classes losing time")
+        for w in pm.comparison.get("warnings", []):
+            st.warning(f"Not comparable: {w}")
+        _table(report.COMPARISON_COLUMNS, report.comparison_rows(pm))
+    for name, warnings, columns, rows in report.serving_tables(pm):
+        st.subheader(name)
+        for w in warnings:
+            st.warning(w)
+        _table(columns, rows)
+    if report.rank_rows(pm):
+        st.subheader("Ranks")
+        _table(report.RANK_COLUMNS, report.rank_rows(pm))
+    st.subheader("Environment")
+    for d in pm.environment_diff:
+        st.warning(f"Ranks differ in {d['key']}: " + "; ".join(f"{k}: {v}" for k, v in d["values"].items()))
+    if not pm.environment:
+        st.caption("No profiling run in scope: versions unknown.")
+    _table(("setting", "value"), report.environment_rows(pm))
+    if notes.get("follow_ups"):
+        st.subheader("Follow-ups")
+        st.text(notes["follow_ups"])
 
 
 st.title("Postmortem")
@@ -81,12 +174,13 @@ pm.notes = data.notes(run_id, job_id)
 if pm.notes.get("updated_at"):
     st.caption(f"Notes saved {pm.notes['updated_at']} UTC")
 
-md = to_markdown(pm)
 cols = st.columns(3)
-cols[0].download_button("Markdown", md, file_name="postmortem.md", mime="text/markdown", key="pm_dl_md")
+cols[0].download_button(
+    "Markdown", to_markdown(pm), file_name="postmortem.md", mime="text/markdown", key="pm_dl_md"
+)
 cols[1].download_button("HTML", to_html(pm), file_name="postmortem.html", mime="text/html", key="pm_dl_html")
 cols[2].download_button(
     "JSON", to_json(pm), file_name="postmortem.json", mime="application/json", key="pm_dl_json"
 )
 with st.container(border=True):
-    st.markdown(md)
+    _report(pm)

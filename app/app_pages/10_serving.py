@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from app import data, widgets
+from app.tables import show_table
 
 BADGE = {"pass": ":green-badge[pass]", "fail": ":red-badge[fail]", "n/a": ":gray-badge[n/a]"}
 
@@ -69,7 +70,7 @@ m = st.columns(3)
 m[0].metric("serving runs", len(rows))
 m[1].metric("pass", sum(r["verdict"] == "pass" for r in rows))
 m[2].metric("fail", sum(r["verdict"] == "fail" for r in rows))
-st.dataframe(_summary(rows), hide_index=True, width="stretch")
+show_table(_summary(rows))
 for r in rows:
     with st.expander(
         f"{r['serving_id']} · {widgets.md(r['label'])} — {r['verdict']}", expanded=r["verdict"] == "fail"
@@ -80,7 +81,7 @@ for r in rows:
             + (f" (from the {widgets.md(r['hardware_from'])})" if r["hardware_from"] else "")
             + (f" · profile run(s) {', '.join(map(str, r['linked_runs']))}" if r["linked_runs"] else "")
         )
-        st.dataframe(_checks(r), hide_index=True, width="stretch")
+        show_table(_checks(r))
 
 st.subheader("CUDA vs Ascend")
 if len(rows) < 2:
@@ -105,4 +106,4 @@ for w in cmp["warnings"]:
     st.warning(w)
 for line in cmp["headline"]:
     st.error(line)
-st.dataframe(widgets.serving_comparison_frame(cmp), hide_index=True, width="stretch")
+show_table(widgets.serving_comparison_frame(cmp))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import streamlit as st
 
 from app import cluster_widgets as cw
-from app import data, widgets
+from app import data, state, widgets
+from app.tables import show_table
 from diag.grouping import describe_grouping
 
 SEVERITY = {"high": ":red-badge[high]", "medium": ":orange-badge[medium]", "low": ":blue-badge[low]"}
@@ -19,6 +20,15 @@ def open_rank(rank: int, run_id: int) -> None:
         st.switch_page("app_pages/04_stalls.py")
     st.session_state["cluster_opened"] = (rank, run_id)
     st.rerun()  # to say so at the top of the page
+
+
+def _job_to_open(job_ids: list[int]) -> int:
+    """The job holding the selected run, else the job opened last, else the first (most ranks)."""
+    run = next((r for r in data.runs(fp) if r["run_id"] == state.selected_run()), None)
+    for candidate in (run["job_id"] if run else None, state.selected_job()):
+        if candidate in job_ids:
+            return candidate
+    return job_ids[0]
 
 
 st.title("Cluster")
@@ -36,7 +46,11 @@ labels = {
     + (" · grouping is a guess" if j["grouping"].get("guess") else "")
     for j in jobs
 }
-job_id = st.selectbox("Job", list(labels), format_func=labels.get, key="cluster_job")
+job_ids = list(labels)
+job_id = st.selectbox(
+    "Job", job_ids, index=job_ids.index(_job_to_open(job_ids)), format_func=labels.get, key="cluster_job"
+)
+state.select_job(job_id)
 view = data.cluster(fp, job_id)
 if view.grouping and view.grouping.get("guess"):
     st.warning(widgets.md(describe_grouping(view.grouping)))
@@ -91,7 +105,7 @@ with tab_steps:
     st.plotly_chart(cw.step_heatmap(view, cw.STEP_METRICS[metric]), width="stretch")
 with tab_ranks:
     st.plotly_chart(cw.rank_breakdown_figure(view), width="stretch")
-    st.dataframe(cw.ranks_frame(view), hide_index=True, width="stretch")
+    show_table(cw.ranks_frame(view))
     rank = st.selectbox("Rank", list(run_of), key="cluster_rank")
     if st.button(f"Open rank {rank}", key="cluster_open_rank"):
         open_rank(rank, run_of[rank])
@@ -99,7 +113,7 @@ with tab_groups:
     if not view.groups:
         st.info("No communication.json in this job.")
     else:
-        st.dataframe(cw.groups_frame(view), hide_index=True, width="stretch")
+        show_table(cw.groups_frame(view))
         names = {
             g["group"]: f"{g['label']} · {len(g['members'])} ranks · …{g['group'][-6:]}" for g in view.groups
         }
@@ -117,7 +131,7 @@ with tab_links:
         slow = next((transports.index(x["transport"]) for x in view.links if x["slow"]), 0)
         transport = st.selectbox("Transport", transports, index=slow, key="cluster_transport")
         st.plotly_chart(cw.link_heatmap(view, transport), width="stretch")
-        st.dataframe(cw.links_frame(view, transport), hide_index=True, width="stretch")
+        show_table(cw.links_frame(view, transport))
     if view.transports:
         st.caption("Bandwidth per rank and transport (communication.json)")
-        st.dataframe(cw.transports_frame(view), hide_index=True, width="stretch")
+        show_table(cw.transports_frame(view))

@@ -8,6 +8,7 @@ Log lines that explain a fallback (W11001, "fall back to run on the CPU") join t
 
 from __future__ import annotations
 
+import csv
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -153,16 +154,11 @@ def host_fallbacks(store: Store, run_id: int, e2e_ns: int | None = None) -> list
 
 
 def _hints(store: Store) -> list[tuple[str, str, str]]:
-    rows = (
-        store.cursor()
-        .execute(
-            "SELECT op_pattern, coalesce(dtype_pattern, ''), hint FROM read_csv(?, header=true, all_varchar=true, "
-            "comment='#') ORDER BY CAST(priority AS INTEGER)",
-            [str(RULES)],
-        )
-        .fetchall()
-    )
-    return [(a, b, c) for a, b, c in rows]
+    """The hint rules, by priority (read in Python: the rules path may hold glob characters DuckDB would expand)."""
+    with open(RULES, encoding="utf-8", newline="") as fh:
+        rows = list(csv.DictReader(line for line in fh if not line.lstrip().startswith("#")))
+    rows.sort(key=lambda r: int(r["priority"]))
+    return [(r["op_pattern"], r["dtype_pattern"] or "", r["hint"]) for r in rows]
 
 
 def _hint_for(hints: list[tuple[str, str, str]], op_type: str, dtypes: str) -> str:

@@ -2,7 +2,8 @@
 
 A sync call is a host op named in ``rules/host_sync_calls.csv`` (``cudaStreamSynchronize``, ``hipDeviceSynchronize``,
 ``aclrtSynchronizeStream``, ``aten::item`` …) or a runtime call that launched a device-to-host copy (``.cpu()``,
-``.tolist()``: its correlated MEMCPY task is ``DtoH``).  Nested calls are one call (``aten::item`` holds
+``.tolist()``: its correlated MEMCPY task goes device to host — ``DtoH`` in Kineto / nsys, ``device to host`` in
+torch_npu exports, launched by an ``AscendCL@aclrtMemcpy…`` row there).  Nested calls are one call (``aten::item`` holds
 ``aten::_local_scalar_dense`` holds ``cudaMemcpyAsync`` + ``cudaStreamSynchronize``): only the outermost counts,
 on any thread (torch_npu traces write the ``AscendCL@aclrtSynchronizeStream`` inside ``aten::item`` in the CANN
 process, not the Python one), so that no idle time is counted twice.
@@ -24,7 +25,10 @@ from typing import Any
 from diag.store import Store, sql_literal
 
 CALLS = Path(__file__).resolve().parent.parent / "rules" / "host_sync_calls.csv"
-RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver")  # Kineto writes HIP runtime rows under these too
+# host rows that launch copies: Kineto's CUDA runtime / driver rows (HIP ones too), torch_npu's AscendCL calls
+RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver", "cann_api")
+# device-to-host as each export spells it: Kineto / nsys "DtoH", torch_npu trace_view / msprof "device to host"
+D2H_DIRECTION = r"(?i)^(dtoh|d2h|device[ _]to[ _]host)"
 
 
 @dataclass(frozen=True)
@@ -64,7 +68,7 @@ d2h AS (
     SELECT DISTINCT h.pid, h.tid, h.name, h.start_ns AS s, h.start_ns + h.dur_ns AS e, 'd2h_copy' AS kind
     FROM host_ops h JOIN device_tasks d ON d.run_id = h.run_id AND d.connection_id = h.correlation
     WHERE h.run_id = $run AND h.category IN ({runtime}) AND d.task_kind = 'MEMCPY'
-      AND d.memcpy_direction = 'DtoH' AND h.dur_ns > 0),
+      AND regexp_matches(d.memcpy_direction, {sql_literal(D2H_DIRECTION)}) AND h.dur_ns > 0),
 calls0 AS (SELECT pid, tid, s, e, min(name) AS name, min(kind) AS kind FROM (
              SELECT * FROM named WHERE kind IS NOT NULL UNION ALL SELECT * FROM d2h) GROUP BY pid, tid, s, e),
 nested AS (SELECT DISTINCT i.pid, i.tid, i.s, i.e FROM calls0 i JOIN calls0 o

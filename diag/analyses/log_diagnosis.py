@@ -54,6 +54,7 @@ from diag.analyses.log_queries import (  # noqa: F401  (re-exported: the pages' 
     records_by_ref,
     split_ref,
 )
+from diag.analyses.log_rule_files import merged_rule_data
 from diag.store import Store
 
 RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
@@ -64,9 +65,8 @@ ROLE_ORDER = {"cause": 0, "symptom": 1, "consequence": 2, "wrapper": 3}
 
 @lru_cache(maxsize=2)
 def log_rules(path: Path = PATTERNS) -> dict[str, Any]:
-    """The rules file: settings, categories (rank, title) and rules by id."""
-    with open(path, "rb") as fh:
-        data = tomllib.load(fh)
+    """The rules file: settings, categories (rank, title) and rules by id (with the CUDA rules file's)."""
+    data = merged_rule_data(path)
     return {
         "settings": data["settings"],
         "category": data["category"],

@@ -16,6 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from diag.analyses.advice import advice as platform_advice
 from diag.analyses.findings import thresholds
 from diag.store import RULES_DIR
 
@@ -80,7 +81,7 @@ def explain(
     if "runtime_code" in fields and fields["runtime_code"] == fields.get("code"):  # say it once
         fields.pop("runtime_code", None)
     title = render(rule.get("title") or rules["category"].get(category, {}).get("title", category), fields)
-    advice = oom_advice(figures) if category == "oom" else []
+    advice = oom_advice(figures, rule.get("platform", "ascend")) if category == "oom" else []
     fix = render(rule.get("fix", ""), fields)
     if advice:
         fix = " ".join([*advice, fix]) if fix else " ".join(advice)
@@ -91,12 +92,15 @@ def size(n: float) -> str:
     return f"{n / GIB:.2f} GiB" if abs(n) >= GIB else f"{n / MIB:.2f} MiB"
 
 
-def oom_advice(figures: dict[str, Any]) -> list[str]:
+def oom_advice(figures: dict[str, Any], platform: str = "ascend") -> list[str]:
     """What an OOM message's own figures say: the request against what was free, and — only when reserved −
-    allocated is a large share of reserved and could have served the request — fragmentation."""
+    allocated is a large share of reserved and could have served the request — fragmentation; the tools and
+    settings it names are ``platform``'s (rules/advice.toml)."""
     num = {k: float(v) for k, v in figures.items() if isinstance(v, int | float) and not isinstance(v, bool)}
     req, free, cap = num.get("requested_bytes"), num.get("free_bytes"), num.get("capacity_bytes")
     alloc, reserved = num.get("allocated_bytes"), num.get("reserved_bytes")
+    if reserved is None and alloc is not None and "reserved_unallocated_bytes" in num:  # CUDA, PyTorch >= 2.1
+        reserved = alloc + num["reserved_unallocated_bytes"]
     limits = thresholds().get("oom_advice", {})
     out: list[str] = []
     if req is not None:
@@ -109,7 +113,7 @@ def oom_advice(figures: dict[str, Any]) -> list[str]:
         share = float(limits.get("fragmentation_min_share", 0.10))
         vs = f"Reserved {size(reserved)} vs allocated {size(alloc)}: {size(held)} held by the caching allocator"
         if held >= share * reserved and (req is None or held >= req):
-            out.append(f"{vs} — fragmentation likely (try PYTORCH_NPU_ALLOC_CONF=expandable_segments:True).")
+            out.append(f"{vs} — {platform_advice('oom_fragmentation', platform)}")
         else:
             out.append(f"{vs} ({held / reserved:.1%} of reserved): most of it is in use by tensors.")
     if cap is not None and reserved is not None and free is not None:
@@ -117,7 +121,7 @@ def oom_advice(figures: dict[str, Any]) -> list[str]:
         if outside >= float(limits.get("outside_min_share", 0.25)) * cap:
             out.append(
                 f"{size(outside)} of the {size(cap)} device is neither free nor reserved by this process's "
-                "allocator: another process or a non-PyTorch allocation holds it (check npu-smi info)."
+                f"allocator: another process or a non-PyTorch allocation holds it {platform_advice('oom_outside', platform)}"
             )
     return out
 

@@ -17,10 +17,14 @@ from diag.store import Store
 DEFAULT_MAX_MARKS = 8000
 LANE_GROUPS = ("Device", "HCCL", "Overlap Analysis", "Host")
 
-# One row per mark source; lane names say which process/stream they are.
+# What a lane is called on each platform: the device ("NPU 0 · Stream 2" on Ascend, "GPU 0 · Stream 7" on CUDA)
+# and the collective library whose planes / groups are not streams (HCCL on Ascend, NCCL / RCCL elsewhere).
+PLATFORM_WORDS = {"ascend": ("NPU", "HCCL"), "cuda": ("GPU", "NCCL"), "rocm": ("GPU", "RCCL")}
+
+# One row per mark source; lane names say which process/stream they are ($dev / $comm: the platform's words).
 _EVENTS = """
     SELECT CASE WHEN task_kind IN ('COMMUNICATION', 'COMM_TASK') AND stream NOT LIKE 'Stream%'
-                THEN 'HCCL · ' || stream ELSE 'NPU · ' || stream END AS lane,
+                THEN $comm || ' · ' || stream ELSE $dev || ' · ' || stream END AS lane,
            CASE WHEN task_kind IN ('COMMUNICATION', 'COMM_TASK') AND stream NOT LIKE 'Stream%' THEN 1 ELSE 0 END AS grp,
            coalesce(stream_id, 0) AS lane_order, name, task_kind AS kind, start_ns, dur_ns, 'device' AS source
     FROM device_tasks WHERE run_id = $run
@@ -49,6 +53,17 @@ class Timeline:
     events: pa.Table | None  # lane, name, kind, start_ns, dur_ns, detail
     bins: pa.Table | None  # lane, bin_start_ns, bin_ns, busy_ns, count, top_kind, ai_cpu
     bin_ns: int | None = None
+    platform: str = "ascend"  # ascend | cuda | rocm: decides the lane labels and which tiles the page shows
+
+    @property
+    def device_word(self) -> str:
+        """'NPU' on Ascend, 'GPU' on CUDA / ROCm."""
+        return PLATFORM_WORDS.get(self.platform, ("device", "comm"))[0]
+
+    @property
+    def has_ai_cpu(self) -> bool:
+        """AI_CPU (CPU-fallback) tasks exist only on Ascend: elsewhere the page shows no AI_CPU tile."""
+        return self.platform == "ascend"
 
     @property
     def marks(self) -> int:
@@ -68,6 +83,11 @@ def run_span(store: Store, run_id: int) -> tuple[int, int] | None:
     if not rows or rows[0][0] is None:
         return None
     return int(rows[0][0]), int(rows[0][1])
+
+
+def run_platform(store: Store, run_id: int) -> str:
+    rows = store.cursor().execute("SELECT platform FROM runs WHERE run_id = ?", [run_id]).fetchall()
+    return str(rows[0][0]) if rows and rows[0][0] else "ascend"
 
 
 def list_steps(store: Store, run_id: int) -> list[tuple[int, int, int]]:
@@ -102,11 +122,14 @@ def build_timeline(
     hi = min(span[1], end_ns) if end_ns is not None else span[1]
     hi = max(hi, lo + 1)
     cur = store.cursor()
-    params = {"run": run_id, "lo": lo, "hi": hi}
+    platform = run_platform(store, run_id)
+    dev, comm = PLATFORM_WORDS.get(platform, ("device", "comm"))
+    params = {"run": run_id, "lo": lo, "hi": hi, "dev": dev, "comm": comm}
     windowed = f"SELECT * FROM ({_EVENTS}) WHERE start_ns < $hi AND start_ns + dur_ns > $lo"
+    # lanes with a mark in the window only: an empty row is not drawn
     lane_rows = cur.execute(
-        f"SELECT lane, grp, min(lane_order) AS o, count(*) FROM ({_EVENTS}) GROUP BY lane, grp ORDER BY grp, o, lane",
-        {"run": run_id},
+        f"SELECT lane, grp, min(lane_order) AS o FROM ({windowed}) GROUP BY lane, grp ORDER BY grp, o, lane",
+        params,
     ).fetchall()
     lanes = [r[0] for r in lane_rows]
     n = cur.execute(f"SELECT count(*) FROM ({windowed})", params).fetchall()[0][0]
@@ -118,6 +141,7 @@ def build_timeline(
         window_end_ns=hi,
         marks_in_window=int(n),
         lanes=lanes,
+        platform=platform,
     )
     if n <= max_marks:
         events = cur.sql(
@@ -149,3 +173,42 @@ def build_timeline(
         params={**params, "bin": bin_ns, "nb": n_bins},
     ).to_arrow_table()
     return Timeline(**common, mode="bins", events=None, bins=bins, bin_ns=bin_ns)
+
+
+FOCUS_PAD_FRACTION = 0.05  # of the focused span, on each side: enough to see its edges, not its neighbours
+
+
+def focus_window(
+    store: Store, run_id: int, start_ns: int, end_ns: int, names: tuple[str, ...] = ()
+) -> tuple[int, int, str | None]:
+    """The window to open for a range (a finding's) or for an op: its own span, padded by a small fraction.
+
+    With ``names``, the range is narrowed to the first device task of one of those names inside it (an op with
+    several calls opens on its first). The padding stops at the nearest device task of another name on the
+    same stream, so the window never holds a neighbouring op; without ``names`` it stops at the nearest device
+    task wholly outside the range, on any stream. Returns (start_ns, end_ns, the op focused on or None)."""
+    cur = store.cursor()
+    stream = name = None
+    if names:
+        rows = cur.execute(
+            """SELECT start_ns, start_ns + dur_ns, stream, name FROM device_tasks
+               WHERE run_id = $run AND name IN (SELECT unnest($names)) AND start_ns >= $lo AND start_ns < $hi
+               ORDER BY start_ns, dur_ns DESC LIMIT 1""",
+            {"run": run_id, "names": list(names), "lo": start_ns, "hi": max(end_ns, start_ns + 1)},
+        ).fetchall()
+        if rows:
+            start_ns, end_ns, stream, name = int(rows[0][0]), int(rows[0][1]), rows[0][2], rows[0][3]
+    pad = max(int((end_ns - start_ns) * FOCUS_PAD_FRACTION), 1)
+    neighbours = "run_id = $run" + (" AND stream = $stream AND name <> $name" if stream is not None else "")
+    params: dict = {"run": run_id, "lo": start_ns, "hi": end_ns}
+    if stream is not None:
+        params |= {"stream": stream, "name": name}
+    prev_end, next_start = cur.execute(
+        f"""SELECT max(start_ns + dur_ns) FILTER (WHERE start_ns + dur_ns <= $lo),
+                   min(start_ns) FILTER (WHERE start_ns >= $hi)
+            FROM device_tasks WHERE {neighbours}""",
+        params,
+    ).fetchall()[0]
+    lo = start_ns - pad if prev_end is None else max(start_ns - pad, int(prev_end))
+    hi = end_ns + pad if next_start is None else min(end_ns + pad, int(next_start))
+    return lo, max(hi, lo + 1), name

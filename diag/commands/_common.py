@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, Any
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
 
+from diag.commands._format import escape, fmt_bytes, fmt_ns  # noqa: F401 - the names commands imported from here
 from diag.store import DEFAULT_DB
 
 DbOption = Annotated[str, typer.Option("--db", help="DuckDB file to use.", envvar="DIAG_DB")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (a stable interface, see README).")]
 DEFAULT = DEFAULT_DB
+T = TypeVar("T")
 
 
 def console(stderr: bool = False) -> Console:
@@ -26,20 +30,26 @@ def print_json(payload: Any) -> None:
     sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=2, default=str) + "\n")
 
 
-def fmt_ns(ns: int | None) -> str:
-    """A duration for people: 1.234 s, 12.3 ms, 45.6 µs."""
-    if ns is None:
-        return "-"
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
-        if abs(ns) >= scale:
-            return f"{ns / scale:.3f} {unit}" if unit == "s" else f"{ns / scale:.1f} {unit}"
-    return f"{ns} ns"
+def per_run(ids: Iterable[int], compute: Callable[[int], T]) -> tuple[dict[int, T], dict[int, str]]:
+    """``compute(run)`` for each run; a run whose computation fails gets a one-line reason instead of stopping the
+    others (one odd export must not hide every other run's answer)."""
+    done: dict[int, T] = {}
+    failed: dict[int, str] = {}
+    for rid in ids:
+        try:
+            done[rid] = compute(rid)
+        except Exception as exc:  # noqa: BLE001 - reported per run, the other runs carry on
+            failed[rid] = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return done, failed
 
 
-def fmt_bytes(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
+def print_failed(out: Console, failed: dict[int, str], what: str) -> None:
+    for rid, why in failed.items():
+        out.print(f"[yellow]run {rid}:[/] no {what} ({escape(why)})")
+
+
+def wrote(path: Path, size_bytes: int | None = None, detail: str = "") -> None:
+    """The one line (on stderr) a command that writes a file prints: ``wrote report.html (12.3 KB, 4 sections)``."""
+    size = path.stat().st_size if size_bytes is None else size_bytes
+    what = ", ".join(x for x in (fmt_bytes(size), detail) if x)
+    console(stderr=True).print(f"wrote {escape(str(path))} ({what})")  # stdout stays the data: empty

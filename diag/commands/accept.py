@@ -5,22 +5,17 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from diag.analyses.serving import accept, compare_serving, load_thresholds
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
+from diag.commands._format import cell, escape, fmt_num, fmt_pct, table
 from diag.errors import DiagError
 from diag.store import Store
 
 VERDICT = {"pass": "[green]pass[/]", "fail": "[red]FAIL[/]", "n/a": "[dim]n/a[/]"}
-
-
-def _fmt(value: Any, unit: str = "") -> str:
-    if value is None:
-        return "-"
-    text = f"{value:,.2f}" if isinstance(value, float) else str(value)
-    return f"{text} {unit}" if unit else text
+VERDICT_PADDED = {
+    k: v.replace("[/]", " " * (5 - len(k)) + "[/]") for k, v in VERDICT.items()
+}  # aligned words
 
 
 def accept_cmd(
@@ -73,7 +68,10 @@ def accept_cmd(
 
 def _print(rows: list[dict[str, Any]], comparison: dict[str, Any] | None, path: str) -> None:
     out = console()
-    table = Table(
+    if not rows:
+        out.print("no serving run in the database: ingest a serving benchmark result (vllm bench serve, …)")
+        return
+    tbl = table(
         "id",
         "run",
         "platform · hardware",
@@ -82,46 +80,46 @@ def _print(rows: list[dict[str, Any]], comparison: dict[str, Any] | None, path: 
         "TPOT p99",
         "out tok/s",
         "verdict",
-        title=f"serving acceptance ({path})",
+        title=escape(f"serving acceptance ({path})"),
     )
     for r in rows:
-        table.add_row(
-            str(r["serving_id"]),
-            escape(r["label"]) + (" [yellow](partial)[/]" if r.get("partial") else ""),
-            escape(f"{r['platform'] or '?'} · {r['hardware'] or '?'}"),
-            _fmt(r["load"]),
-            _fmt(r["ttft_p99_ms"], "ms"),
-            _fmt(r["tpot_p99_ms"], "ms"),
-            _fmt(r["output_throughput_tps"]),
+        tbl.add_row(
+            cell(r["serving_id"]),
+            cell(r["label"]) + (" [yellow](partial)[/]" if r.get("partial") else ""),
+            f"{cell(r['platform'])} · {cell(r['hardware'])}",
+            fmt_num(r["load"]),
+            fmt_num(r["ttft_p99_ms"], "ms"),
+            fmt_num(r["tpot_p99_ms"], "ms"),
+            fmt_num(r["output_throughput_tps"]),
             VERDICT[r["verdict"]],
         )
-    out.print(table)
+    out.print(tbl)
     for r in rows:
-        out.print(f"[bold]{r['serving_id']}[/] {escape(r['label'])}: {VERDICT[r['verdict']]}")
+        out.print(f"[bold]{r['serving_id']}[/] {cell(r['label'])}: {VERDICT[r['verdict']]}")
         if r.get("partial"):  # verdicts are on the figures the block holds
             out.print(f"  [yellow]partial:[/] {escape(r['partial'])}", soft_wrap=True)
         for c in r["checks"]:
-            margin = "" if c["margin"] is None else f", margin {_fmt(c['margin'], c['unit'])}"
+            margin = "" if c["margin"] is None else f", margin {fmt_num(c['margin'], c['unit'])}"
             out.print(
-                f"  {c['figure']:<16} {VERDICT[c['verdict']]:<22} {_fmt(c['value'], c['unit'])} vs "
-                f"{_fmt(c['threshold'] or None, c['unit'])}{margin}  {escape(c.get('detail') or '')}"
+                f"  {escape(str(c['figure'])):<16} {VERDICT_PADDED[c['verdict']]} {fmt_num(c['value'], c['unit'])} vs "
+                f"{fmt_num(c['threshold'] or None, c['unit'])}{margin}  {escape(c.get('detail') or '')}"
             )
     if comparison:
-        cmp = Table(
+        cmp = table(
             "figure",
             "A",
             "B",
             "A/B",
             "gap",
-            title=f"A = {comparison['a']['label']}, B = {comparison['b']['label']}",
+            title=escape(f"A = {comparison['a']['label']}, B = {comparison['b']['label']}"),
         )
         for f in comparison["figures"]:
-            gap = "-" if f["gap_pct"] is None else f"{f['gap_pct']:+.1f}%"
+            gap = fmt_pct(f["gap_pct"], signed=True)
             cmp.add_row(
-                f["figure"],
-                _fmt(f["a"]),
-                _fmt(f["b"]),
-                _fmt(f["ratio"]),
+                cell(f["figure"]),
+                fmt_num(f["a"]),
+                fmt_num(f["b"]),
+                fmt_num(f["ratio"]),
                 f"[red]{gap}[/]" if f["worse"] else gap,
             )
         out.print(cmp)

@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from diag.analyses.cluster import ClusterView, cluster_view, list_jobs
-from diag.commands._common import DEFAULT, DbOption, JsonOption, console, fmt_ns, print_json
+from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
+from diag.commands._format import cell, escape, fmt_count, fmt_ns, fmt_num, fmt_pct, table
 from diag.errors import DiagError
 from diag.grouping import describe_grouping
 from diag.store import Store
@@ -31,28 +30,27 @@ def _job_ids(store: Store, job: int | None) -> list[int]:
 def _print(view: ClusterView) -> None:
     out = console()
     out.print(
-        f"[bold]job {view.job_id}[/] {escape(view.name or '')}: {len(view.ranks)} ranks ({view.step_source})"
+        f"[bold]job {view.job_id}[/] {escape(view.name or '')}: {len(view.ranks)} ranks ({escape(view.step_source)})"
     )
     out.print(escape(describe_grouping(view.grouping)))
-    table = Table("rank", "run", "steps", "step", "computing", "comm not ovl.", "free", "wait", "vs median",
-                  title="per rank (totals over its steps)")  # fmt: skip
+    tbl = table("rank", "run", "steps", "step", "computing", "comm not ovl.", "free", "wait", "vs median",
+                title="per rank (totals over its steps)")  # fmt: skip
     for r in view.ranks:
-        vs = "-" if r["vs_median_pct"] is None else f"{r['vs_median_pct']:+.1f}%"
-        table.add_row("?" if r["rank"] is None else str(r["rank"]), str(r["run_id"]), str(r["steps"]), fmt_ns(r["step_ns"]),
-                      fmt_ns(r["computing_ns"]), fmt_ns(r["comm_not_overlapped_ns"]), fmt_ns(r["free_ns"]),
-                      fmt_ns(r.get("wait_ns")), vs)  # fmt: skip
-    out.print(table)
-    findings = Table("severity", "impact", "category", "finding", title="cluster findings", show_lines=True)
+        tbl.add_row(cell(r["rank"]), cell(r["run_id"]), fmt_count(r["steps"]), fmt_ns(r["step_ns"]),
+                    fmt_ns(r["computing_ns"]), fmt_ns(r["comm_not_overlapped_ns"]), fmt_ns(r["free_ns"]),
+                    fmt_ns(r.get("wait_ns")), fmt_pct(r["vs_median_pct"], signed=True))  # fmt: skip
+    out.print(tbl)
+    findings = table("severity", "impact", "category", "finding", title="cluster findings", show_lines=True)
     for f in view.findings:
-        findings.add_row(f.severity, f"{f.impact_pct:.1f}%", f.category, escape(f.title))
-    out.print(findings)
-    slow = [x for x in view.links if x["slow"]]
-    for x in slow:
+        findings.add_row(cell(f.severity), fmt_pct(f.impact_pct), cell(f.category), cell(f.title))
+    out.print(findings if view.findings else "cluster findings: none")
+    for x in (x for x in view.links if x["slow"]):
         out.print(
-            f"slow link {x['src_rank']}->{x['dst_rank']} {escape(str(x['transport']))}: {x['bandwidth_gbps']:.2f} GB/s"
+            f"slow link {cell(x['src_rank'])}->{cell(x['dst_rank'])} {cell(x['transport'])}: "
+            f"{fmt_num(x['bandwidth_gbps'], 'GB/s')}"
         )
     if view.open_next:
-        out.print(f"[bold]open next:[/] rank {view.open_next.rank} (run {view.open_next.run_id}): "
+        out.print(f"[bold]open next:[/] rank {cell(view.open_next.rank)} (run {view.open_next.run_id}): "
                   f"{escape(view.open_next.why)}")  # fmt: skip
 
 

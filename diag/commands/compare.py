@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
+from diag.analyses.compare import Comparison
 from diag.analyses.compare import compare as compare_runs
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
+from diag.commands._format import cell, escape, fmt_count, fmt_ms, fmt_ratio, table
 from diag.errors import DiagError
 from diag.store import Store
 
@@ -28,55 +29,52 @@ def compare(
     if as_json:
         print_json({"db": db, **result.to_json()})
         return
+    _print(result)
+
+
+def _print(result: Comparison) -> None:
     out = console()
     for w in result.warnings:
-        out.print(f"[yellow]warning:[/] {w}")
+        out.print(f"[yellow]warning:[/] {escape(w)}")
     for note in result.notes():
-        out.print(f"[yellow]data quality:[/] {note}")
+        out.print(f"[yellow]data quality:[/] {escape(note)}")
     a, b = result.run_a, result.run_b
     steps = {side: (f"{n} steps" if src == "timeline" else "no steps: nsys stats kernel summary")
              for side, n, src in (("A", result.steps_a, result.source_a), ("B", result.steps_b, result.source_b))}  # fmt: skip
-    table = Table(
-        "op class",
-        "A calls",
-        "B calls",
-        "A ms/step",
-        "B ms/step",
-        "A/B",
-        "lost ms/step",
-        title=f"A = run {a['run_id']} {a['name']} ({a['platform']}) vs B = run {b['run_id']} "
-        f"{b['name']} ({b['platform']}); A: {steps['A']}, B: {steps['B']}",
+    title = (
+        f"A = run {a['run_id']} {a['name']} ({a['platform']}) vs B = run {b['run_id']} {b['name']} "
+        f"({b['platform']}); A: {steps['A']}, B: {steps['B']}"
+    )
+    tbl = table(
+        "op class", "A calls", "B calls", "A ms/step", "B ms/step", "A/B", "lost ms/step", title=escape(title)
     )
     for c in result.classes:
-        table.add_row(
-            c.op_class,
-            str(c.count_a),
-            str(c.count_b),
-            f"{c.per_step_a_ns / 1e6:.3f}",
-            f"{c.per_step_b_ns / 1e6:.3f}",
-            "-" if c.ratio is None else f"{c.ratio:.2f}×",
-            f"{c.delta_per_step_ms:+.3f}",
+        tbl.add_row(
+            cell(c.op_class),
+            fmt_count(c.count_a),
+            fmt_count(c.count_b),
+            fmt_ms(_ns_to_ms(c.per_step_a_ns)),
+            fmt_ms(_ns_to_ms(c.per_step_b_ns)),
+            fmt_ratio(c.ratio),
+            fmt_ms(c.delta_per_step_ms, signed=True),
         )
-    out.print(table)
-    overall = Table("bucket", "A ms/step", "B ms/step", "A/B", title="device time per step, same definitions")
+    out.print(tbl)
+    overall = table("bucket", "A ms/step", "B ms/step", "A/B", title="device time per step, same definitions")
     for o in result.overall:
         overall.add_row(
-            o["bucket"],
-            _ms(o["per_step_a_ms"]),
-            _ms(o["per_step_b_ms"]),
-            "-" if o["ratio"] is None else f"{o['ratio']:.2f}×",
+            cell(o["bucket"]), fmt_ms(o["per_step_a_ms"]), fmt_ms(o["per_step_b_ms"]), fmt_ratio(o["ratio"])
         )
     out.print(overall)
     loss = result.biggest_loss()
     if loss:
         out.print(
-            f"biggest loss: {loss['label']} +{loss['delta_per_step_ms']:.3f} ms/step "
-            f"({_ms(loss['per_step_a_ms'])} vs {_ms(loss['per_step_b_ms'])} ms)"
+            f"biggest loss: {escape(loss['label'])} {fmt_ms(loss['delta_per_step_ms'], signed=True)} ms/step "
+            f"({fmt_ms(loss['per_step_a_ms'])} vs {fmt_ms(loss['per_step_b_ms'])} ms)"
         )
 
 
-def _ms(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.3f}"
+def _ns_to_ms(ns: float | None) -> float | None:
+    return None if ns is None else ns / 1e6
 
 
 def register(app: typer.Typer) -> None:

@@ -5,15 +5,25 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.markup import escape
-from rich.table import Table
+from rich.console import Console
 
 from diag.analyses.counts import KernelCounts, kernel_counts
 from diag.analyses.findings import device_findings
 from diag.analyses.log_diagnosis import log_findings
 from diag.analyses.runs import list_runs
 from diag.analyses.stall_breakdown import BUCKET_LABELS, BUCKETS, Breakdown, StepBreakdown, breakdown
-from diag.commands._common import DEFAULT, DbOption, JsonOption, console, fmt_ns, print_json
+from diag.commands._common import DEFAULT, DbOption, JsonOption, console, per_run, print_failed, print_json
+from diag.commands._format import (
+    MISSING,
+    cell,
+    escape,
+    fmt_count,
+    fmt_ns,
+    fmt_pct,
+    fmt_share,
+    path_tails,
+    table,
+)
 from diag.errors import DiagError
 from diag.store import Store
 
@@ -32,26 +42,39 @@ def _run_ids(store: Store, run: int | None) -> list[int]:
 def findings(db: DbOption = DEFAULT, run: RunOption = None, as_json: JsonOption = False) -> None:
     """Ranked findings per run (device time and logs): category, severity, impact, evidence, suggestion."""
     with Store(db, read_only=True) as store:
-        result: dict[int | None, list] = {rid: device_findings(store, rid) for rid in _run_ids(store, run)}
+        done, failed = per_run(_run_ids(store, run), lambda rid: device_findings(store, rid))
+        result: dict[int | None, list] = dict(done)
         if run is not None:
             result[run] = result.get(run, []) + log_findings(store, run)
         else:  # every log once, whether or not it belongs to a run
             logs = log_findings(store, None)
             if logs:
                 result[None] = logs
+        sources = {r["run_id"]: r["source"] for r in list_runs(store)}
     if as_json:
-        print_json({"db": db, "findings": [f.to_json() for fs in result.values() for f in fs]})
+        print_json(
+            {
+                "db": db,
+                "findings": [f.to_json() for fs in result.values() for f in fs],
+                "failed_runs": [{"run_id": rid, "error": why} for rid, why in failed.items()],
+            }
+        )
         return
     out = console()
+    tails = path_tails(sources.values())
     for rid, fs in result.items():
-        table = Table(
-            "severity", "impact", "category", "finding", "suggestion", title=f"run {rid}", show_lines=True
+        where = f"run {rid} · {tails.get(sources.get(rid) or '', MISSING)}" if rid is not None else "logs"
+        tbl = table(
+            "severity", "impact", "category", "finding", "suggestion", title=escape(where), show_lines=True
         )
         for f in fs:
-            table.add_row(
-                f.severity, f"{f.impact_pct:.1f}%", f.category, escape(f.title), escape(f.suggestion)
+            # a log finding has no share of device time: its 0.0 is "not measured", not "none"
+            impact = None if f.category.startswith("log:") else f.impact_pct
+            tbl.add_row(
+                cell(f.severity), fmt_pct(impact), cell(f.category), cell(f.title), cell(f.suggestion)
             )
-        out.print(table)
+        out.print(tbl)
+    print_failed(out, failed, "findings")
 
 
 def step_json(s: StepBreakdown) -> dict:
@@ -84,34 +107,46 @@ def breakdown_json(bd: Breakdown, counts: KernelCounts | None = None) -> dict:
 def breakdown_cmd(db: DbOption = DEFAULT, run: RunOption = None, as_json: JsonOption = False) -> None:
     """Device time per step: compute by class, communication, data movement, idle (they sum to E2E)."""
     with Store(db, read_only=True) as store:
-        result = [breakdown(store, rid) for rid in _run_ids(store, run)]
-        counts = [kernel_counts(store, bd.run_id, bd) for bd in result]
+
+        def one(rid: int) -> tuple[Breakdown, KernelCounts]:
+            bd = breakdown(store, rid)
+            return bd, kernel_counts(store, rid, bd)
+
+        done, failed = per_run(_run_ids(store, run), one)
     if as_json:
-        print_json({"db": db, "runs": [breakdown_json(b, c) for b, c in zip(result, counts, strict=True)]})
+        runs = [breakdown_json(bd, c) for bd, c in done.values()]
+        failed_runs = [{"run_id": rid, "error": why} for rid, why in failed.items()]
+        print_json({"db": db, "runs": runs, "failed_runs": failed_runs})
         return
     out = console()
-    for bd, c in zip(result, counts, strict=True):
-        per_step = "-" if c.kernels_per_step is None else f"{c.kernels_per_step:,.1f}"
-        out.print(
-            f"run {bd.run_id}: {c.device_kernels:,} device kernels · {c.operator_types:,} operator types · "
-            f"{per_step} kernels per step"
-        )
-        if c.note():
-            out.print(f"[yellow]data quality:[/] {c.note()}")
-        table = Table("step", "E2E", *[BUCKET_LABELS[b] for b in BUCKETS], title=f"run {bd.run_id}")
-        for s in [*bd.steps, *([bd.total] if bd.total and len(bd.steps) > 1 else [])]:
-            label = "total" if s is bd.total else ("-" if s.step is None else str(s.step))
-            table.add_row(
-                label, fmt_ns(s.e2e_ns), *[f"{100 * s.buckets[b] / max(s.e2e_ns, 1):.1f}%" for b in BUCKETS]
+    for bd, c in done.values():
+        try:
+            _print_breakdown(out, bd, c)
+        except Exception as exc:  # noqa: BLE001 - one run's odd figures must not hide the next runs
+            failed[bd.run_id] = " ".join(f"{type(exc).__name__}: {exc}".split())
+    print_failed(out, failed, "breakdown")
+
+
+def _print_breakdown(out: Console, bd: Breakdown, c: KernelCounts) -> None:
+    out.print(
+        f"run {bd.run_id}: {fmt_count(c.device_kernels)} device kernels · {fmt_count(c.operator_types)} operator "
+        f"types · {fmt_count(c.kernels_per_step, 1)} kernels per step"
+    )
+    if c.note():
+        out.print(f"[yellow]data quality:[/] {escape(c.note() or '')}")
+    tbl = table("step", "E2E", *[BUCKET_LABELS[b] for b in BUCKETS], title=f"run {bd.run_id}")
+    for s in [*bd.steps, *([bd.total] if bd.total and len(bd.steps) > 1 else [])]:
+        label = "total" if s is bd.total else cell(s.step)
+        tbl.add_row(label, fmt_ns(s.e2e_ns), *[fmt_share(s.buckets.get(b), s.e2e_ns) for b in BUCKETS])
+    out.print(tbl)
+    for s in bd.steps:
+        for r in s.ours_vs_export():
+            flag = "  MISMATCH" if r["mismatch"] else ""
+            diff = "" if r["diff_pct"] is None else f" ({fmt_pct(r['diff_pct'], 3, signed=True)})"
+            out.print(
+                f"  step {cell(s.step)} {escape(r['metric'])}: ours {fmt_ns(r['ours_ns'])}, export "
+                f"{fmt_ns(r['export_ns'])}{diff}{flag}"
             )
-        out.print(table)
-        for s in bd.steps:
-            for r in s.ours_vs_export():
-                flag = "  MISMATCH" if r["mismatch"] else ""
-                out.print(
-                    f"  step {s.step} {r['metric']}: ours {fmt_ns(r['ours_ns'])}, export "
-                    f"{fmt_ns(r['export_ns'])} ({r['diff_pct']:+.3f}%){flag}"
-                )
 
 
 def register(app: typer.Typer) -> None:

@@ -8,7 +8,6 @@ import threading
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -20,6 +19,7 @@ from rich.progress import (
 )
 
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, fmt_bytes, print_json
+from diag.commands._format import MISSING, escape, fmt_count
 from diag.discover import Candidate
 from diag.ingest import DEFAULT_MAX_FILE_BYTES, FileOutcome, Ingestor, IngestSummary
 from diag.store import Store
@@ -157,14 +157,14 @@ def ingest(
             return
         rows = sum(outcome.rows.values())
         style = _STYLE.get(outcome.status, "")
-        line = f"[{style}]{outcome.status:9}[/] {outcome.source}"
+        line = f"[{style}]{outcome.status:9}[/] {escape(outcome.source)}"
         if outcome.parser and outcome.status in ("ok", "partial"):
             line += f"  [dim]{outcome.parser}, {rows} rows[/]"
         if outcome.message and outcome.status != "ok":
-            line += f"\n          [{style}]{outcome.message}[/]" if outcome.status != "failed" else ""
+            line += f"\n          [{style}]{escape(outcome.message)}[/]" if outcome.status != "failed" else ""
         (err if outcome.status == "failed" else out).print(line)
         if outcome.status == "failed":
-            err.print(f"[red]error:[/] {outcome.message}", soft_wrap=True)
+            err.print(f"[red]error:[/] {escape(outcome.message or '')}", soft_wrap=True)
 
     def around(cand: Candidate) -> _WithinFile:
         progress.update(task, description=cand.path.name)
@@ -193,8 +193,8 @@ def ingest(
         s = payload["summary"]
         out.print(
             f"\n{s['files']} files: {s['ok']} ok, {s['partial']} partial, {s['failed']} failed, "
-            f"{s['unchanged']} unchanged, {s['skipped']} skipped · runs {s['runs'] or '-'} · "
-            f"{sum(s['rows'].values())} rows stored · {fmt_bytes(total)} read"
+            f"{s['unchanged']} unchanged, {s['skipped']} skipped · runs {', '.join(map(str, s['runs'])) or MISSING} · "
+            f"{fmt_count(sum(s['rows'].values()))} rows stored · {fmt_bytes(total)} read"
         )
         if s["rows"]:
             out.print("  " + ", ".join(f"{t} {n}" for t, n in sorted(s["rows"].items()) if n))

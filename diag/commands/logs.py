@@ -37,11 +37,10 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
-from diag.analyses.log_diagnosis import classified_records, log_scope
+from diag.analyses.log_diagnosis import LogScope, RootCause, classified_records, log_scope
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
+from diag.commands._format import MISSING, cell, escape, fmt_count, path_tails, table
 from diag.errors import DiagError
 from diag.store import Store
 
@@ -56,7 +55,7 @@ LimitOption = Annotated[int, typer.Option("--limit", help="At most this many cla
 
 def _time(ns: int | None) -> str:
     if ns is None:
-        return "-"
+        return MISSING
     return datetime.fromtimestamp(ns / 1e9, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
@@ -103,42 +102,54 @@ def logs(
             }
         )
         return
+    _print(scope, causes, records)
+
+
+def _first_line(text: str | None, limit: int = 240) -> str:
+    """The first line of ``text``, cut at ``limit`` characters with a visible ``…``."""
+    line = (text or "").splitlines()[0] if text else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _print(scope: LogScope, causes: list[RootCause], records: list[dict]) -> None:
     out = console()
     out.print(escape(f"Scope: {scope.scope}" + (f". {scope.others}" if scope.others else "")))
     if not causes:
         out.print("No error found in the logs.")
-    table = Table("#", "severity", "category", "role", "ranks", "records", "first", "evidence", "fix",
-                  title="Root causes (most likely first)", show_lines=True)  # fmt: skip
+    # a file reads as the shortest tail of its path that no other file of this output shares
+    tails = path_tails([*(e.file for c in causes for e in c.evidence[:1]), *(r["source"] for r in records)])
+    tbl = table("#", "severity", "category", "role", "ranks", "records", "first", "evidence", "fix",
+                title="Root causes (most likely first)", show_lines=True)  # fmt: skip
     for c in causes:
         role = c.role + (f" (echo of #{c.echo_of})" if c.echo_of else "")
         first = c.evidence[0] if c.evidence else None
-        evidence = f"{first.file}:{first.line_no}\n{first.raw.splitlines()[0][:160]}" if first else ""
-        ranks = ",".join(map(str, c.ranks)) or "-"
-        table.add_row(
-            str(c.rank),
-            c.severity,
-            c.category,
-            role,
-            ranks,
-            str(c.count),
+        where = f"{tails.get(first.file, first.file)}:{first.line_no}" if first else ""
+        evidence = f"{where}\n{_first_line(first.raw)}" if first else ""
+        tbl.add_row(
+            cell(c.rank),
+            cell(c.severity),
+            cell(c.category),
+            cell(role),
+            cell(",".join(map(str, c.ranks))),
+            fmt_count(c.count),
             _time(c.first_ns),
-            escape(evidence),
-            escape(c.fix),
+            cell(evidence),
+            cell(c.fix),
         )
     if causes:
-        out.print(table)
-    recs = Table(
+        out.print(tbl)
+    recs = table(
         "time", "file:line", "level", "module", "code", "category", "message", title="Classified records"
     )
     for r in records:
         recs.add_row(
             _time(r["ts_ns"]),
-            escape(f"{r['source']}:{r['line_no']}"),
-            r["level"] or "-",
-            r["module"] or "-",
-            r["code"] or "-",
-            r["category"],
-            escape((r["message"] or "").splitlines()[0][:160]) if r["message"] else "",
+            cell(f"{tails.get(r['source'], r['source'])}:{r['line_no']}"),
+            cell(r["level"]),
+            cell(r["module"]),
+            cell(r["code"]),
+            cell(r["category"]),
+            cell(_first_line(r["message"])),
         )
     if records:
         out.print(recs)

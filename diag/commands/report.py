@@ -13,7 +13,8 @@ from typing import Annotated
 import typer
 
 from diag.analyses.postmortem import build_postmortem
-from diag.commands._common import DEFAULT, DbOption
+from diag.analyses.postmortem_model import Postmortem
+from diag.commands._common import DEFAULT, DbOption, wrote
 from diag.errors import DiagError
 from diag.report import render
 from diag.store import Store
@@ -54,7 +55,20 @@ def report(
     if output is None:
         sys.stdout.write(text + ("" if text.endswith("\n") else "\n"))
     else:
-        output.write_text(text, encoding="utf-8")
+        try:
+            output.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise DiagError(f"{output}: cannot write the report ({exc.strerror or exc})") from None
+        wrote(output, len(text.encode("utf-8")), f"{FORMAT_NAMES[fmt]}, {_sections(pm)}")
+
+
+FORMAT_NAMES = {"md": "Markdown", "html": "HTML", "json": "JSON"}
+
+
+def _sections(pm: Postmortem) -> str:
+    """How many of the postmortem's five sections hold something: ``4 of 5 sections``."""
+    filled = [pm.what_happened, pm.impact, pm.root_cause, pm.contributing, pm.actions]
+    return f"{sum(1 for x in filled if x)} of {len(filled)} sections"
 
 
 def register(app: typer.Typer) -> None:

@@ -6,11 +6,13 @@ from typing import Annotated
 
 import duckdb
 import typer
-from rich.table import Table
 
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
+from diag.commands._format import MISSING, escape, table
 from diag.errors import DiagError
 from diag.store import Store
+
+SANDBOX = ("SET enable_external_access = false", "SET lock_configuration = true")
 
 
 def sql(
@@ -21,19 +23,34 @@ def sql(
 ) -> None:
     """Run a read-only SQL query (power users, incident scripts)."""
     with Store(db, read_only=True) as store:
+        # the store's tables and views only: no file read or written (COPY, EXPORT, read_text, glob, ATTACH),
+        # no extension installed or loaded, and no setting changed back
+        for setting in SANDBOX:
+            store.con.execute(setting)
         try:
             cur = store.cursor().execute(query)
+        except duckdb.PermissionException as exc:
+            raise DiagError(
+                f"query refused: diag sql reads the database's own tables and views only ({_one_line(exc)})"
+            ) from None
         except duckdb.Error as exc:
-            raise DiagError(f"query failed: {' '.join(str(exc).split())}") from None
+            raise DiagError(f"query failed: {_one_line(exc)}") from None
         names = [d[0] for d in cur.description or []]
-        rows = cur.fetchmany(limit) if names else []
+        rows = cur.fetchmany(limit + 1) if names else []
+    more, rows = len(rows) > limit, rows[:limit]
     if as_json:
         print_json({"columns": names, "rows": [dict(zip(names, r, strict=True)) for r in rows]})
         return
-    table = Table(*names)
+    # a cell is text, never Rich markup: a log line holding "[/usr/local/Ascend/…]" is no closing tag
+    caption = f"first {limit} rows (--limit)" if more else None
+    tbl = table(*(escape(n) for n in names), caption=caption)
     for r in rows:
-        table.add_row(*("NULL" if v is None else str(v) for v in r))
-    console().print(table)
+        tbl.add_row(*(MISSING if v is None else escape(str(v)) for v in r))
+    console().print(tbl)
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,98 @@
+"""`diag app` works offline: while every page loads in a real browser, no request leaves 127.0.0.1.
+
+(The favicon used to be a ":material/…:" icon, which the Streamlit frontend fetches from fonts.gstatic.com.)
+Uses Debian's chromium; skipped when it or playwright is absent.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.test_browser_e2e import CHROMIUM, _free_port, _wait_http
+
+pytestmark = pytest.mark.browser
+LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+LOCAL_SCHEMES = {"data", "blob", "about", "chrome", "chrome-extension"}
+PAGE_HEADINGS = [  # sidebar link → the page's title
+    ("Runs", "Runs"),
+    ("Upload", "Upload"),
+    ("Timeline", "Timeline"),
+    ("Stalls", "Stalls"),
+    ("Fallback ops", "CPU fallback ops"),
+    ("Findings", "Findings"),
+    ("Logs", "Logs"),
+    ("Ascend vs CUDA", "Ascend vs CUDA"),
+    ("Postmortem", "Postmortem"),
+    ("Serving acceptance", "Serving acceptance"),
+    ("Cluster", "Cluster"),
+    ("Glossary", "Glossary"),
+]
+
+
+@pytest.fixture
+def served_samples(tmp_path: Path):
+    """`diag app` on a fresh database, which it fills from sample_traces/ (the first launch)."""
+    if CHROMIUM is None:
+        pytest.skip("Debian's chromium is not installed")
+    pytest.importorskip("playwright")
+    port = _free_port()
+    env = {**os.environ, "DIAG_UPLOAD_DIR": str(tmp_path / "uploads")}
+    first_launch = ["app", "--db", str(tmp_path / "first.duckdb"), "--port", str(port)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "diag.cli", *first_launch],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        _wait_http(f"http://127.0.0.1:{port}", timeout=120)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _is_local(url: str) -> bool:
+    parsed = urlparse(url)
+    return parsed.scheme in LOCAL_SCHEMES or parsed.hostname in LOCAL_HOSTS
+
+
+def test_no_request_leaves_the_machine_while_every_page_loads(served_samples, tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    shots = Path(os.environ.get("DIAG_SCREENSHOTS", tmp_path / "shots"))
+    shots.mkdir(parents=True, exist_ok=True)
+    outside: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
+        )
+        page = browser.new_page(viewport={"width": 1600, "height": 1200})
+        page.on("request", lambda req: None if _is_local(req.url) else outside.append(req.url))
+        page.goto(served_samples)
+        page.get_by_role("heading", name="Runs").wait_for(timeout=60_000)
+        for i, (link, heading) in enumerate(PAGE_HEADINGS):
+            page.get_by_role("link", name=link, exact=True).click()
+            page.get_by_role("heading", name=heading, exact=True).wait_for(timeout=60_000)
+            page.wait_for_load_state("networkidle")
+            page.wait_for_timeout(1000)
+            page.screenshot(path=str(shots / f"offline_{i:02d}_{link.replace(' ', '_')}.png"))
+        favicon = page.eval_on_selector("link[rel='shortcut icon']", "el => el.href")
+        browser.close()
+    assert outside == []
+    assert _is_local(favicon), favicon
