@@ -33,6 +33,7 @@ class CodeShapes:
     primary: tuple[bool, ...]
     wrapper: str
     prefixes: tuple[str, ...] = ()  # per shape: put before its code (HCCL:9); "" for none
+    bases: tuple[int, ...] = ()  # per shape: 16 = a hex code, stored in decimal (0x…0009 → HCCL:9)
     aliases: dict[str, str] | None = None  # a code as printed (CUDA:700, CUDA:<message>) → the catalog's code
 
 
@@ -63,7 +64,23 @@ def load_code_shapes(path: Path = CODES_PATH) -> CodeShapes:
         parts.append(f"(?:{rx.replace('(?P<code>', '(')})")
     primary = tuple(bool(s.get("primary", True)) for s in data["shape"])
     prefixes = tuple(str(s.get("prefix", "")) for s in data["shape"])
-    return CodeShapes(ascii_regex("|".join(parts)), primary, ascii_regex(data["wrapper"]), prefixes, aliases)
+    bases = tuple(int(s.get("base", 10)) for s in data["shape"])
+    return CodeShapes(
+        ascii_regex("|".join(parts)),
+        primary,
+        ascii_regex(data["wrapper"]),
+        prefixes,
+        bases=bases,
+        aliases=aliases,
+    )
+
+
+def _shape_code(shapes: CodeShapes, i: int, prefix: str) -> pl.Expr:
+    """Shape ``i``'s code of a hit, hex codes in decimal, behind its prefix."""
+    code = pl.col("hit").str.extract(shapes.combined, i + 1)
+    if (shapes.bases or (10,) * (i + 1))[i] == 16:
+        code = code.str.to_integer(base=16, strict=False).cast(pl.String)
+    return pl.lit(prefix) + code if prefix else code
 
 
 def with_codes(rec: pl.DataFrame, shapes: CodeShapes | None = None) -> pl.DataFrame:
@@ -79,11 +96,7 @@ def with_codes(rec: pl.DataFrame, shapes: CodeShapes | None = None) -> pl.DataFr
         .with_row_index("pos")
     )
     prefixes = shapes.prefixes or ("",) * len(shapes.primary)
-    groups = [
-        pl.col("hit").str.extract(shapes.combined, i + 1) if not prefixes[i]
-        else pl.lit(prefixes[i]) + pl.col("hit").str.extract(shapes.combined, i + 1)
-        for i in range(len(shapes.primary))
-    ]  # fmt: skip
+    groups = [_shape_code(shapes, i, prefixes[i]) for i in range(len(shapes.primary))]
     secondary = [i for i, p in enumerate(shapes.primary) if not p]
     code = pl.coalesce(groups)
     found = found.with_columns(

@@ -6,6 +6,8 @@ and the lines that continue it) → an Arrow table in the schema of ``log_record
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import polars as pl
 
@@ -265,12 +267,22 @@ def _console_fields(sub: pl.DataFrame, name: str) -> pl.DataFrame:
     return sub
 
 
+# A tqdm progress bar ("Processed prompts:   0%|   | 0/4 [00:00<?, ?it/s, …]") that a log line was glued to when
+# the bar's carriage return was lost (a copied console, a captured stream): the bar is dropped, the line kept.
+_GLUED_PROGRESS = re.compile(r"^[^\n]*?\|\s*\d+/\d+ \[[^\]\n]*?(?:it/s|s/it)[^\]\n]*\](?=\S)")
+
+
 def split_lines(text: str) -> list[str]:
-    """The lines of a decoded block: CR LF and LF ends, no trailing empty line (faster than a Polars split)."""
+    """The lines of a decoded block: CR LF and LF ends, no trailing empty line (faster than a Polars split);
+    a progress bar glued before a log line is cut off it."""
     lines = text.replace("\r\n", "\n").split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    return [x.rstrip("\r") for x in lines] if "\r" in text else lines
+    if "\r" in text:
+        lines = [x.rstrip("\r") for x in lines]
+    if "it/s" in text or "s/it" in text:
+        lines = [_GLUED_PROGRESS.sub("", x, count=1) if "/s" in x or "s/it" in x else x for x in lines]
+    return lines
 
 
 def parse_lines(lines: list[str], line0: int) -> pl.DataFrame:

@@ -48,6 +48,7 @@ from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import duckdb
@@ -114,8 +115,16 @@ def _looks_binary(head: bytes) -> bool:
     return ctrl > max(4, len(sample) // 100)
 
 
+@lru_cache(maxsize=1)
+def _rule_words() -> tuple[re.Pattern[str], ...]:
+    """The patterns of the classification rules that say something (not noise), for Python ``re``."""
+    return tuple(re.compile(r.pattern) for r in load_rules() if r.pattern and r.role != "noise")
+
+
 def detect(probe: Probe) -> bool:
-    """Claims text with CANN / torch_npu log lines; a ``*.log``-like name lowers the bar to any log-ish line."""
+    """Claims text with CANN / torch_npu log lines; a ``*.log``-like name lowers the bar to any log-ish line or
+    any words a classification rule knows (a pasted excerpt such as ``Available KV cache memory: -0.87 GiB`` or
+    a device-log ``EXCEPTION TASK:`` dump has no logger prefix at all)."""
     if probe.path.suffix.lower() in _NOT_LOGS or _looks_binary(probe.head):
         return False
     text = probe.text
@@ -123,7 +132,9 @@ def detect(probe: Probe) -> bool:
         return False
     if _STRONG.search(text):
         return True
-    return bool(_LOG_NAMES.search(probe.name) and _WEAK.search(text))
+    if not _LOG_NAMES.search(probe.name):
+        return False
+    return bool(_WEAK.search(text)) or any(rx.search(text) for rx in _rule_words())
 
 
 # -- reading -------------------------------------------------------------------------------------------------
@@ -268,8 +279,9 @@ def _noted(result: tuple[pa.Table, _Text], seen: _Text) -> pa.Table:
 class CannLogParser:
     name = "cann_log"
     # 2: origin, codes, figures; records never span two sources. 3: recompile_limit_fail rule. 4: code-first rules
-    # (codes_from the ACL catalog), unclassified_error, platform noise, vLLM console rules, identity-guard recompiles
-    version = 4
+    # (codes_from the ACL catalog), unclassified_error, platform noise, vLLM console rules, identity-guard recompiles.
+    # 5: task timeouts by the runtime's reason, inner-error messages, device-log dumps, more phrase families (#16)
+    version = 5
     platform = "ascend"
     creates_run = False  # a log joins the run of its folder when there is one
 

@@ -318,6 +318,13 @@ RULE_EXAMPLES = {
     "wrapper_inner_error": "EH9999: Inner Error!",
     "wrapper_code": "[ERROR] RUNTIME(16243,msame):2022-09-22-11:27:01.794.400 [error_message_manage.cc:49]16243 module_name=EE8888 reason report",
     "unclassified_error": "ERROR 11-26 11:43:04 [scheduler.py:512] Grammar compilation backend returned an invalid bitmask",
+    # issue #16, from the train half of tests/fixtures/logs_wild (w1_060, w1_048, w1_070, w1_058)
+    "noise_vllm_ascend_c_import": "ERROR 04-28 16:10:09 camem.py:69] Failed to import vllm_ascend_C:No module named 'vllm_ascend.vllm_ascend_C'",
+    "task_timeout_reason": "EE9999[PID: 818] 2026-08-13-15:31:21.888.208 (EE9999):  The error from device(chipId:5, dieId:0), serial number is 1, event wait timeout occurred during task execution, stream_id:44",
+    "inner_error_message": "EZ9999[PID: 17833] 2025-12-23-07:36:19.237.396 (EZ9999):  HCCL_BUFFSIZE is too SMALL, maxBs = 512, h = 2048, epWorldSize = 2",
+    "abort_signal_handler": "[2024-02-27 16:09:19,106 E 19394 19394] logging.cc:361: *** SIGSEGV received at time=1709021359 on cpu 44 ***",
+    "unclassified_exception_code": "[Question]: RuntimeError: aclnnCausalConv1dGetWorkspaceSize failed with aclnnStatus=561002.",
+    "version_missing_module": "ModuleNotFoundError: No module named 'tbe'",
 }
 
 
@@ -585,3 +592,18 @@ def test_codes_outside_the_catalog_are_described_by_their_spelling(code, compone
 def test_codes_mentioned_mid_line(line, category):
     rec = classify_lines([line])
     assert len(rec) == 1 and rec[0]["category"] == category, rec[0]
+
+
+def test_a_progress_bar_glued_before_a_log_line_is_cut_off():
+    """A tqdm bar whose carriage return was lost in a copy is dropped; the log line glued to it is read (#16)."""
+    from parsers._log_grammar import split_lines
+
+    glued = (
+        "Processed prompts:   0%|          | 0/4 [00:00<?, ?it/s, est. speed input: 0.00 toks/s, output: 0.00 toks/s]"
+        "[rank0]:V0925 13:34:27.040958 139966991710016 torch/_dynamo/guards.py:2609] [0/7] Recompiling function forward"
+    )
+    alone = "Processed prompts: 100%|██████████| 4/4 [00:01<00:00,  3.10it/s]"
+    assert split_lines(f"{glued}\n{alone}\n") == [
+        "[rank0]:V0925 13:34:27.040958 139966991710016 torch/_dynamo/guards.py:2609] [0/7] Recompiling function forward",
+        alone,  # a bar with nothing glued to it stays as it is
+    ]

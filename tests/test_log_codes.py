@@ -257,6 +257,11 @@ def test_hccl_catalog_holds_hcclresult_1_to_24():
          ["HCCL:4"], "unclassified_error"),  # HCCL_E_INTERNAL alone places nothing: an honest unknown with its code
         ("[WARNING] HCCL(80812,):2026-06-17-02:21:43.853.666 [x.cc:1] [80880]call trace: hcclRet -> 21", ["HCCL:21"], "hccl_timeout"),
         ("[INFO] GE(1,python):2026-06-17-02:21:43.853.666 [x.cc:1]1 error code is 9 of 12 tasks", None, None),  # no HCCL words
+        # HCCL plog errNo: HCCL_ERROR_CODE = (5 << 24) + (sub-module << 16) + HcclResult, the low 16 bits in hex (#16)
+        ("[ERROR] HCCL(2040034,python):2025-09-15-08:38:12.776.612 [op_base.cc:1][2040034][Wait]errNo[0x0000000005000009] wait remote rank ready fail",
+         ["HCCL:9"], "hccl_timeout"),
+        ("[ERROR] HCCL(2040034,python):2025-09-15-08:38:12.776.612 [x.cc:1][2040034]errNo[0x000000000501000b] socket connect fail",
+         ["HCCL:11"], "hccl_timeout"),  # 0x0b = 11 HCCL_E_TCP_CONNECT, sub-module 1 (HCOM)
     ],
 )  # fmt: skip
 def test_hccl_return_codes_are_extracted_and_classify(line, codes, category):
@@ -302,7 +307,7 @@ def test_key_line_of_a_long_flattened_line_is_cut_around_its_code():
         ("EZ3002", "op_unsupported"),  # EZ: operators / aclnn
         ("E39999", "device_exception"),  # E3: AI CPU
         ("E19022", "oom"),  # E1: GE
-        ("EE1001", "version_mismatch"),  # EE: runtime
+        ("EE1001", ""),  # EE: runtime "The argument is invalid": generic, its reason decides (#16, w2_038)
         ("EZ9999", ""),  # an Inner Error wrapper places nothing on its own
         ("ERR01007", "op_unsupported"),  # torch_npu OPS, not supported
         ("ERR02011", "hccl_timeout"),  # torch_npu DIST, timeout

@@ -486,7 +486,8 @@ def test_trap_one_device_exception_is_one_cause(tmp_path):
     device = serious[0]
     assert device.first_ns == device.last_ns == ns("2026-04-15 11:19:38.491647")  # the block's own time
     assert sorted(k["code"] for k in device.codes) == ["507015", "EZ9999"]
-    assert [e.line_no for e in device.evidence] == [1, 3]
+    # the device's own report (line 3) leads; the API return-code line (line 1) only echoes it (#16)
+    assert [e.line_no for e in device.evidence] == [3, 1]
     assert [e.episode for e in diagnosis.episodes(store)] == [1]
     assert "errorStr: The DDR address of the MTE instruction is out of range" in device.explanation
 
@@ -537,3 +538,18 @@ def test_corpus_logs_concatenated_keep_their_own_root_causes(corpus, tmp_path):
     together = {name: sorted(c[:4] for c in pasted if pasted_from(c[4]) == name) for name in order}
     assert sum(map(len, alone.values())) >= 30  # the corpus' incidents, not an empty comparison
     assert {n: c for n, c in together.items() if c != alone[n]} == {}
+
+
+@pytest.mark.parametrize(("between", "episodes"), [("\n", 2), ("\n.....\n\n", 1), ("\n[...]\n", 1)])
+def test_an_elision_line_joins_the_untimed_lines_around_it(tmp_path, between, episodes):
+    """Two untimed pastes split by a blank line are two episodes; a "....." / "[...]" line says lines of the same
+    log were cut out there, so the records around it are one episode (#16, w2_009 of the wild train half)."""
+    log = tmp_path / "console.log"
+    log.write_text(
+        "W1110 17:56:13.321000 77473 torch/_dynamo/convert_frame.py:1550] [0/8] torch._dynamo hit config.recompile_limit (8)\n"
+        + between
+        + "torch._dynamo.exc.FailOnRecompileLimitHit: recompile_limit reached with fullgraph=True.\n"
+    )  # fmt: skip
+    with Store(tmp_path / "db.duckdb") as store:
+        ingest_into(store, [log])
+        assert len(diagnosis.episodes(store)) == episodes

@@ -306,9 +306,11 @@ CODE_EXAMPLES = {
     "torch_npu": ("[ERROR] 2025-06-25-10:45:23 (PID:1, Device:0, RankID:8) ERR00100 PTA call acl api failed",
                   ["ERR00100"]),
     "runtime": ("aclrtSynchronizeStream(stream) failed: 507015; ErrCode=507018; error code is 507035; "
-                "runtime result = 507048; Call aclInit(nullptr) failed : 507008; ACL error 500002", ["507015",
-                "507018", "507035", "507048", "507008", "500002"]),
+                "runtime result = 507048; Call aclInit(nullptr) failed : 507008; ACL error 500002; "
+                "failed with aclnnStatus=561002", ["507015", "507018", "507035", "507048", "507008", "500002",
+                "561002"]),
     "hccl": ("HCCL function error: HcclAllReduce(a, b), error code is 9; call trace: hcclRet -> 4", ["HCCL:9", "HCCL:4"]),
+    "hccl_errno": ("[Init]errNo[0x0000000005000009] timeout; [Link]errNo[0x000000000501000c] fail", ["HCCL:9", "HCCL:12"]),
     "task_return": ("Kernel task happen error, retCode=0x31, [vector core exception].", ["0x31"]),
     # CUDA side (the examples of tests/test_log_cuda.py hold the real lines)
     "cuda_named": ("code=700(cudaErrorIllegalAddress) \"cudaDeviceSynchronize()\"", ["CUDA:cudaErrorIllegalAddress"]),

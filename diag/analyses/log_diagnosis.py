@@ -10,6 +10,11 @@ consequences and wrappers of the same episode after it are marked as its echoes.
 a record of its own source just after it (``[log_episodes]`` wrap_records / wrap_window_s).  Titles,
 explanations and fixes are the rule's templates filled from the records (``log_explain``).
 
+A root cause's evidence is led by the record that names the failure best: by role, then records that only echo it
+last (``[settings] generic_evidence``: a bare "Inner Error!" envelope, an API return-code line, a traceback frame,
+a vague runtime description), then the rule's position in the rules file (specific rules come first), then file
+order.  The lead record's rule gives the title, explanation and key line.
+
 Also: findings in the shape of ``findings.Finding`` (``log:<category>``); the Logs and Fallback pages'
 accessors live in ``log_queries`` (re-exported here).  Data only; nothing here draws.
 """
@@ -17,6 +22,8 @@ accessors live in ``log_queries`` (re-exported here).  Data only; nothing here d
 from __future__ import annotations
 
 import json
+import re
+import tomllib
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -113,13 +120,24 @@ class RootCause:
         return asdict(self)
 
 
-def _rule_table() -> list[tuple[str, int, int]]:
+def _rule_table() -> list[tuple[str, int, int, int]]:
+    """(rule id, role rank, category rank, position in the rules file: specific rules come first)."""
     rules = log_rules()
     cats = rules["category"]
     return [
-        (rid, ROLE_ORDER.get(r.get("role", "cause"), 0), int(cats.get(r["category"], {}).get("rank", 50)))
-        for rid, r in rules["rule"].items()
+        (
+            rid,
+            ROLE_ORDER.get(r.get("role", "cause"), 0),
+            int(cats.get(r["category"], {}).get("rank", 50)),
+            pos,
+        )
+        for pos, (rid, r) in enumerate(rules["rule"].items())
     ]
+
+
+def _generic_evidence() -> str:
+    """[settings] generic_evidence: records that only echo a failure (module docstring)."""
+    return str(log_rules()["settings"].get("generic_evidence", "^$"))
 
 
 def _candidates(
@@ -128,14 +146,17 @@ def _candidates(
     """Flagged records per (episode, category), aggregated in DuckDB (there may be millions of them)."""
     n_ev = int(log_rules()["settings"].get("max_evidence", 8))
     ctes, params = episode_ctes(run_id, job_id)
-    values = ", ".join("(?, ?, ?)" for _ in _rule_table())
+    values = ", ".join("(?, ?, ?, ?)" for _ in _rule_table())
     flat = [v for row in _rule_table() for v in row]
     only = "" if episode is None else " WHERE ep.episode = ?"
     sql = f"""
     WITH {ctes},
-    rr(rule_id, role_rank, cat_rank) AS (VALUES {values}),
+    rr(rule_id, role_rank, cat_rank, rule_pos) AS (VALUES {values}),
     g AS (SELECT ep.*, coalesce(rr.role_rank, 0) AS role_rank,
                  coalesce(rr.cat_rank, 50) AS cat_rank,  -- a rule gone from the file since ingest: a cause
+                 coalesce(rr.rule_pos, 1000) AS rule_pos,
+                 CASE WHEN regexp_matches(ep.raw, ?) THEN 1 ELSE 0 END AS generic,
+                 min(ep.eff_ns) OVER (PARTITION BY ep.episode, ep.category, ep.file_id) AS file_first_ns,
                  files.source
           FROM ep LEFT JOIN rr USING (rule_id) JOIN files ON files.file_id = ep.file_id{only})
     SELECT episode, category, count(*) AS n, min(eff_ns) AS first_ns, max(eff_ns) AS last_ns,
@@ -146,15 +167,18 @@ def _candidates(
            list(DISTINCT origin) FILTER (WHERE origin IS NOT NULL) AS origins,
            list(struct_pack(file := source, file_id, record_no, line_no, ts_ns, rank := eff_rank, pid,
                             level, code, rule_id, raw, origin, eff_ns)
-                ORDER BY role_rank, eff_ns NULLS LAST, file_id, record_no)[1:{n_ev}] AS evidence,
-           arg_min(rule_id, role_rank * 1000000 + record_no) AS lead_rule,
+                ORDER BY role_rank, generic, rule_pos, file_first_ns NULLS LAST, file_id, record_no)[1:{n_ev}]
+               AS evidence,
            arg_min(figures, record_no) FILTER (WHERE figures IS NOT NULL) AS figures
     FROM g GROUP BY episode, category"""
     cur = store.cursor()
     cols = ["episode", "category", "n", "first_ns", "last_ns", "sev", "role", "cat_rank", "rule_ids", "codes",
-            "ranks", "files", "origins", "evidence", "lead_rule", "figures"]  # fmt: skip
-    args = params + flat + ([] if episode is None else [episode])
-    return [dict(zip(cols, row, strict=True)) for row in cur.execute(sql, args).fetchall()]
+            "ranks", "files", "origins", "evidence", "figures"]  # fmt: skip
+    args = params + flat + [_generic_evidence()] + ([] if episode is None else [episode])
+    rows = [dict(zip(cols, row, strict=True)) for row in cur.execute(sql, args).fetchall()]
+    for row in rows:  # the lead record is the first evidence record: its rule titles and explains the cause
+        row["lead_rule"] = row["evidence"][0]["rule_id"]
+    return rows
 
 
 def root_causes(
@@ -250,7 +274,7 @@ def _root_cause(rank: int, c: dict[str, Any], echo_of: int | None) -> RootCause:
     roles = {v: k for k, v in ROLE_ORDER.items()}
     evidence = [Evidence(**e) for e in c["evidence"]]
     figures = json.loads(c["figures"]) if isinstance(c["figures"], str) else dict(c["figures"] or {})
-    lead_code = next((e.code for e in evidence if e.code), None)
+    lead_code = _lead_code(evidence)
     said = explain(c["lead_rule"], c["category"], [e.raw for e in evidence], figures, lead_code)
     return RootCause(
         rank=rank,
@@ -275,6 +299,20 @@ def _root_cause(rank: int, c: dict[str, Any], echo_of: int | None) -> RootCause:
         advice=said.advice,
         key_line=_key_line(c["lead_rule"], evidence),
     )
+
+
+@lru_cache(maxsize=1)
+def _wrapper_code() -> re.Pattern[str]:
+    """rules/log_codes.toml ``wrapper``: the generic envelope codes (EZ9999, ERR00100 …)."""
+    with open(RULES_DIR / "log_codes.toml", "rb") as fh:
+        return re.compile(tomllib.load(fh)["wrapper"])
+
+
+def _lead_code(evidence: list[Evidence]) -> str | None:
+    """The code a root cause is named by: the first code of its evidence that is not a generic envelope (the
+    507014 beside an EZ9999 record), else the first code."""
+    codes = [e.code for e in evidence if e.code]
+    return next((c for c in codes if not _wrapper_code().match(c)), codes[0] if codes else None)
 
 
 def _key_line(rule_id: str, evidence: list[Evidence]) -> str:

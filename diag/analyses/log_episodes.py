@@ -8,7 +8,8 @@ from its own source (never from a record naming another pid), never from another
 * an untimed record takes the time of the nearest timed record *of its source* at most
   ``borrow_time_records`` records away and in the same unbroken block of lines (no blank or unread line
   between them: pasted or concatenated captures are separated by one, and unprefixed lines of two pastes
-  share a source), else stays untimed;
+  share a source; an elision line — ``.....``, ``…``, ``[...]`` — says lines of the same log were cut out
+  there, so it joins the lines around it instead), else stays untimed;
 * a record without a rank takes its source's rank only when every ranked record of that source names the
   same one.
 
@@ -62,6 +63,11 @@ def source_key(origin: str | None) -> str:
     return "" if origin is None or re.fullmatch(r"pid [0-9]+", origin) else origin
 
 
+# A line that only marks lines cut out of a pasted excerpt ("....." / "…" / "[...]"): the same log goes on after it,
+# so it never separates two blocks, even with blank lines around it.
+ELISION_RX = r"^\s*(?:\.{3,}|…+|\[(?:\.{3}|…)\]|\((?:\.{3}|…)\)|<(?:\.{3}|…)>)\s*(?:\n|$)"
+
+
 def episode_ctes(run_id: int | None = None, job_id: int | None = None) -> tuple[str, list[Any]]:
     """CTEs (no leading WITH) that end in ``ep``, and their parameters: one row per flagged record of the scope
     (a run, a job's runs, or every log) with ``src`` (its source: the console prefix, '' for the file's
@@ -71,10 +77,11 @@ def episode_ctes(run_id: int | None = None, job_id: int | None = None) -> tuple[
     gap_ns = int(float(s["gap_s"]) * 1e9)
     near = int(s["borrow_time_records"])
     ctes = f"""
-    cut AS (SELECT l.*, CASE WHEN l.line_no > max(l.line_no + coalesce(l.line_count, 1)) OVER (
-                              PARTITION BY l.file_id ORDER BY l.record_no
-                              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) THEN 1 ELSE 0 END AS gap
-            FROM log_records l WHERE true{where}),
+    marks AS (SELECT l.*, regexp_matches(l.raw, '{ELISION_RX}') AS elided FROM log_records l WHERE true{where}),
+    cut AS (SELECT l.* EXCLUDE (elided), CASE WHEN l.line_no > max(l.line_no + coalesce(l.line_count, 1)) OVER w
+                              AND NOT l.elided AND NOT coalesce(lag(l.elided) OVER w, false) THEN 1 ELSE 0 END AS gap
+            FROM marks l WINDOW w AS (PARTITION BY l.file_id ORDER BY l.record_no
+                                      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)),
     scope AS (SELECT l.* EXCLUDE (gap), {SOURCE_SQL} AS src,
                      coalesce('job:' || r.job_id, 'run:' || l.run_id, 'none') AS part,
                      sum(l.gap) OVER (PARTITION BY l.file_id ORDER BY l.record_no) AS blk

@@ -1,0 +1,215 @@
+"""Log diagnosis on real excerpts of the TRAIN half of tests/fixtures/logs_wild (issue #16): one test per failure
+class the rules were written for — which category the top root cause gets and which line leads its evidence.
+
+Only train files are used (``bench.log_accuracy.half_of``): the held half measures how the rules generalize and is
+never read to write them.  Each excerpt is ingested alone, as ``bench/log_accuracy.py`` and ``diag logs`` do.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.log_accuracy import WILD, diagnose, half_of
+
+# (file, category of the top root cause, its severity, a substring of its lead evidence record's raw text)
+CASES = [
+    # the device's own report leads, not the API return code line above it (aclrtSynchronizeStream failed: 507035)
+    (
+        "w2_082_aivec_ub_out_of_bounds_507035_retcode_0x31_ptoas_372.log",
+        "device_exception",
+        "high",
+        "there is an exception of aivec error, core id is 23",
+    ),
+    # a bare "E39999: Inner Error!" envelope hands the lead to the record it wraps
+    (
+        "w2_021_e39999_aicpu_errcode_21008_reshape_mindnlp_1752.log",
+        "device_exception",
+        "high",
+        "an exception occurred during AICPU execution, stream_id:2, task_id:19016",
+    ),
+    # the runtime's reason ([aicore timeout]) decides over the generic "exception of aicore error" words beside it
+    (
+        "w2_050_aicore_error_line_but_timeout_retcode_0x25_ptoas_864.log",
+        "task_timeout",
+        "high",
+        "Kernel task happen error, retCode=0x25, [aicore timeout].",
+    ),
+    # "The error from device(…), event wait timeout occurred during task execution" is a timeout, not an exception
+    (
+        "w1_048_event_wait_timeout_107020.log",
+        "task_timeout",
+        "high",
+        "event wait timeout occurred during task execution",
+    ),
+    # the ACL description of the code ("[Error]: Vector core execution timed out.") names the failure
+    (
+        "w1_036_vector_core_timeout_507034.log",
+        "task_timeout",
+        "high",
+        "[Error]: Vector core execution timed out.",
+    ),
+    # an inner-error code with its own words is an unknown error with those words, not an envelope
+    (
+        "w1_058_hccl_buffsize_too_small_moe_dispatch.log",
+        "unclassified_error",
+        "medium",
+        "HCCL_BUFFSIZE is too SMALL, maxBs = 512, h = 2048, epWorldSize = 2",
+    ),
+    # EE1001 "The argument is invalid" alone places nothing: an honest unknown, led by the call that failed
+    (
+        "w2_038_aclrtsetdevice_507033_tsdopen_failed_ptoas_409.log",
+        "unclassified_error",
+        "medium",
+        "aclrtSetDevice(deviceId) failed: 507033",
+    ),
+    # the exception line leads, not the traceback frame that quotes `raise FailOnRecompileLimitHit(`
+    (
+        "w1_024_fail_on_recompile_limit_one_graph.log",
+        "recompile",
+        "high",
+        "torch._dynamo.exc.FailOnRecompileLimitHit: recompile_limit reached",
+    ),
+    # an elision line ("....." between two pastes) joins them: the limit warning leads, not the cut-off frame
+    (
+        "w2_009_failonrecompile_check_type_id_loop_pytorch_167504.log",
+        "recompile",
+        "high",
+        "torch._dynamo hit config.recompile_limit (8)",
+    ),
+    # a progress bar glued before the first guard line (its \r lost) no longer hides that line's source
+    (
+        "w1_052_vllm_dynamo_recompiling_guard_failures.log",
+        "recompile",
+        "low",
+        "Recompiling function forward in /data/youkaichao/vllm/vllm/model_executor",
+    ),
+    (
+        "w1_001_no_memory_cache_blocks.log",
+        "oom",
+        "high",
+        "ValueError: No available memory for the cache blocks",
+    ),
+    # a pasted excerpt with no logger prefix is still read (a .log name and words a rule knows)
+    ("w1_008_negative_kv_cache.log", "oom", "high", "Available KV cache memory: -0.87 GiB"),
+    (
+        "w2_037_device_log_exception_task_aicpu_kernel_0x2a_pytorch_136302.log",
+        "device_exception",
+        "high",
+        "stream phase=SCHEDULE, task id=4447, task type=aicpu kernel",
+    ),
+    (
+        "w2_028_ez3003_atc_singleop_adddsl_310p_ascend_samples_11.log",
+        "op_unsupported",
+        "high",
+        "EZ3003: No supported Ops kernel and engine are found for [AddDsl]",
+    ),
+    # phrase families
+    (
+        "w2_015_cpu_fallback_nms_isin_wrapped_lines_mineru_1941.log",
+        "cpu_fallback",
+        "medium",
+        "CAUTION: The operator 'torchvision::nms' is not currently supported",
+    ),
+    (
+        "w2_055_ez1001_repeat_interleave_dt_double_flux_diffusers_10428.log",
+        "op_unsupported",
+        "high",
+        "self not implemented for DT_DOUBLE, should be in dtype support list",
+    ),
+    (
+        "w1_045_310p_cannot_find_bin_prompt_flash_attention.log",
+        "op_unsupported",
+        "high",
+        "Cannot find bin of op PromptFlashAttention, integral key",
+    ),
+    (
+        "w2_071_mindspore_eager_alloc_100gb_over_total_somas_opensora_mindone_820.log",
+        "oom",
+        "high",
+        "plus alloc size : 100555779072 is more than total mem size : 61079552000.",
+    ),
+    ("w1_016_op_cast_no_binary.log", "version_mismatch", "high", "Op Cast does not has any binary."),
+    (
+        "w1_051_ge_py_ssize_t_clean_python_cann.log",
+        "version_mismatch",
+        "high",
+        "SystemError: PY_SSIZE_T_CLEAN macro must be defined for '#' formats",
+    ),
+    (
+        "w2_033_aclnn_status_561002_causal_conv1d_a3_fla_npu_333.log",
+        "unclassified_error",
+        "medium",
+        "aclnnCausalConv1dGetWorkspaceSize failed with aclnnStatus=561002.",
+    ),
+    # a crash alone is named, led by the interpreter's own line (cuda_fatal_python_signal), not the signal
+    # handler's "*** SIGSEGV received" lines above it
+    ("w1_070_sigsegv_cuda_graph_capture.log", "abort", "medium", "Fatal Python error: Segmentation fault"),
+]
+
+
+@pytest.mark.parametrize(("file", "category", "severity", "key"), CASES, ids=[c[0][:28] for c in CASES])
+def test_train_excerpt_top_cause_and_lead_line(file: str, category: str, severity: str, key: str) -> None:
+    assert half_of(file) == "train", f"{file} is in the held half: rules are written against train only"
+    got_category, got_severity, raw = diagnose(WILD / file)
+    assert (got_category, got_severity) == (category, severity)
+    assert key in raw, raw
+
+
+def test_vllm_ascend_optional_extension_import_is_noise() -> None:
+    """vllm-ascend's camem.py logs `Failed to import vllm_ascend_C` at ERROR and runs on: nothing flagged."""
+    file = "w1_060_vllm_ascend_c_import_error_benign.log"
+    assert half_of(file) == "train"
+    category, severity, _ = diagnose(WILD / file)
+    assert severity not in ("high", "medium"), (category, severity)
+
+
+# Phrase families written from the public wordings (a train line, or the message as its source prints it)
+WORDINGS = [
+    # torch's caching-allocator OOM, as every device backend prints it
+    ("RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.15 GiB total capacity)", "oom"),
+    # vLLM V0 worker.raise_if_cache_size_invalid
+    (
+        "ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be stored "
+        "in KV cache (17440). Try increasing `gpu_memory_utilization` or decreasing `max_model_len`",
+        "oom",
+    ),
+    # torch_npu ProcessGroupHCCL watchdog (train w1_006) and vLLM V1 EngineDeadError: consequences, not causes
+    (
+        "[rank7]:[E1212 12:10:10.131512730 compiler_depend.ts:1675] [Rank 7] HCCL watchdog thread terminated with exception:",
+        "abort",
+    ),
+    (
+        "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above)",
+        "abort",
+    ),
+    # torch_npu's closing line after an inner error: an envelope that points at the records above it
+    (
+        "ERROR 03-04 12:57:08 [engine.py:409] RuntimeError: The Inner error is reported as above. The process exits "
+        "for this inner error, and the current working operator name is RepeatInterleave.",
+        "error_wrapper",
+    ),
+]
+
+
+@pytest.mark.parametrize(("line", "category"), WORDINGS, ids=[w[1] + str(i) for i, w in enumerate(WORDINGS)])
+def test_documented_wording_gets_its_category(line: str, category: str) -> None:
+    from tests.test_cann_logs import classify_lines
+
+    (rec,) = classify_lines([line])
+    assert rec["category"] == category, rec
+
+
+def test_a_cause_is_named_by_its_real_code_not_the_envelope_code(tmp_path) -> None:  # noqa: ANN001
+    """w2_050: the lead record names only EZ9999 (an envelope); the title names the runtime code 507014 of the
+    record beside it, the one that says "aicore timeout"."""
+    from diag.analyses.log_diagnosis import log_scope
+    from diag.store import Store
+    from tests.conftest import ingest_into
+
+    file = "w2_050_aicore_error_line_but_timeout_retcode_0x25_ptoas_864.log"
+    assert half_of(file) == "train"
+    with Store(tmp_path / "db.duckdb") as store:
+        ingest_into(store, [WILD / file])
+        top = log_scope(store).causes[0]
+    assert top.title == "Device task timeout: 507014"
+    assert top.key_line.startswith("Kernel task happen error, retCode=0x25, [aicore timeout].")
