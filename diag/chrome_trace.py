@@ -191,9 +191,10 @@ _BODY = f"""'"ts":' || {_us_sql("rel_ns")} || ',"dur":' || {_us_sql("dur_ns")} |
 
 
 def _write_source(store: Store, writer: _Writer, source: str, params: dict[str, Any]) -> int:
+    source_sql = _SOURCES[source]  # one of the module's own queries (a KeyError for any other name)
     sql = (
         f"SELECT proc_key, proc_name, lane_key, lane_name, rel_ns, dur_ns, cat = 'ai_cpu' AS ai_cpu, {_BODY} AS body "
-        f"FROM ({_SOURCES[source]}) AS t({_COLUMNS}) {_ORDER}"
+        f"FROM ({source_sql}) AS t({_COLUMNS}) {_ORDER}"
     )
     used = {k: v for k, v in params.items() if f"${k}" in sql}  # DuckDB refuses a parameter a query lacks
     reader = store.cursor().sql(sql, params=used).to_arrow_reader(BATCH_ROWS)
