@@ -294,7 +294,7 @@ def test_key_line_of_a_long_flattened_line_is_cut_around_its_code():
         "Loading model weights took 27.5 GB " + "x" * 300 + " call aclnnRmsNorm failed, error code is 507014"
     )
     line = key_line(raw, "", "507014")
-    assert len(line) <= 160 and line.endswith("error code is 507014") and "Loading" not in line
+    assert len(line) <= 160 + 2 and line.endswith("error code is 507014") and "Loading" not in line
 
 
 # -- CANN component codes and torch_npu ERRssccc: the hand-written catalog's category column ---------------------
@@ -335,3 +335,22 @@ def test_a_torch_npu_code_alone_classifies():
         "[ERROR] 2025-11-02-10:11:12 (PID:2345, Device:0, RankID:-1) ERR02011 DIST distributed timeout"
     )
     assert (rec["rule_id"], rec["category"]) == ("code_hccl", "hccl_timeout")
+
+
+def test_a_key_line_cut_from_a_long_record_starts_and_ends_on_whole_words():
+    from diag.analyses.log_explain import KEY_LINE_CHARS, key_line
+
+    line = (
+        "[WARNING] GE(1716292,python):2025-01-15-09:33:19.871.305 [engine_place.cc:139]1716292 Run:W11001: "
+        "Op [ArgMaxV2] does not hit the high-priority operator information library, which might result in "
+        "compromised performance. " + "padding words " * 20
+    )
+    got = key_line(line, r"does not hit the high-priority", "W11001")
+    assert got.startswith("…Run:W11001: Op [ArgMaxV2] does not hit") and got.endswith("…")
+    assert (
+        len(got) <= KEY_LINE_CHARS + 2
+        and got[-2] != " "
+        and got.removesuffix("…").split()[-1] in line.split()
+    )
+    short = "[ERROR] RUNTIME(1,python):2025-01-15-09:33:19.871.305 Stream Synchronize failed, ErrCode=507035"
+    assert key_line(short, r"Stream Synchronize failed", "507035") == short  # whole when it fits

@@ -141,6 +141,19 @@ def key_line(raw: str, pattern: str = "", code: str | None = None) -> str:
             continue
         for line in lines:
             if m := finder.search(line):
-                start = max(0, min(m.start() - 40, len(line) - KEY_LINE_CHARS))
-                return line[start : start + KEY_LINE_CHARS].strip()
-    return lines[0][:KEY_LINE_CHARS]
+                return _window(line, max(0, min(m.start() - 40, len(line) - KEY_LINE_CHARS)))
+    return _window(lines[0], 0)
+
+
+def _window(line: str, start: int) -> str:
+    """KEY_LINE_CHARS of ``line`` from ``start``, cut at word boundaries and marked ``…`` where cut (a title that
+    starts "ngine_place.cc:139]" reads as garbage)."""
+    end = start + KEY_LINE_CHARS
+    if start > 0:  # to the next blank, at most 40 characters on (never past the match, which is 40 on)
+        blank = line.find(" ", start, start + 40)
+        start = blank + 1 if blank >= 0 else start
+    piece = line[start:end].strip()
+    if end < len(line.rstrip()):
+        blank = piece.rfind(" ")
+        piece = (piece[:blank] if blank > KEY_LINE_CHARS // 2 else piece) + "…"
+    return "…" + piece if start > 0 else piece
