@@ -60,6 +60,27 @@ def file_literal(path: str | os.PathLike[str]) -> str:
     return sql_literal(_GLOB_CHARS.sub(r"[\1]", absolute))
 
 
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())
+
+
+# DuckDB's words for a file that is damaged (cut short, overwritten) or is not a database at all
+_DAMAGED = re.compile(
+    r"Corrupt database|checksum|Could not read enough bytes|not a valid DuckDB database", re.I
+)
+
+
+def _damage_hint(exc: Exception) -> str:
+    """What to do when the database file itself is damaged: the inputs are untouched, so ingest them again."""
+    if not _DAMAGED.search(str(exc)):
+        return ""
+    return (
+        " — the database file is damaged or not a diag database; diag changed nothing in it. Restore it from a "
+        "copy, or ingest the inputs again into a new file (`diag ingest … --db new.duckdb`): the inputs are not "
+        "modified by ingest"
+    )
+
+
 def q(con: duckdb.DuckDBPyConnection, sql: str, params: object = None) -> list[tuple]:
     """Execute and fetch everything: DuckDB refuses new work on a connection with an unfetched result."""
     return con.execute(sql, params).fetchall() if params is not None else con.execute(sql).fetchall()
@@ -117,7 +138,9 @@ class Store:
         try:
             self.con = _connect(self.path, read_only)
         except duckdb.Error as exc:
-            raise StoreError(f"{self.path}: cannot open database: {exc}") from exc
+            raise StoreError(
+                f"{self.path}: cannot open database: {_one_line(exc)}{_damage_hint(exc)}"
+            ) from exc
         tmp = self.path.parent / ".diag_tmp"
         q(self.con, f"SET memory_limit='{default_memory_limit()}'")
         q(self.con, "SET preserve_insertion_order=false")

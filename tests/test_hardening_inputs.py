@@ -167,3 +167,33 @@ def test_a_torch_npu_trace_with_one_unreadable_duration_keeps_the_rest(tmp_path,
     assert outcome.message == (
         "partial: 1 of 2,212 complete events have no readable 'ts' / 'dur' and were not stored"
     )
+
+
+@pytest.fixture(scope="module")
+def good_db(tmp_path_factory) -> Path:
+    db = tmp_path_factory.mktemp("good") / "good.duckdb"
+    assert [o.status for o in _ingest(db, KINETO)] == ["ok"]
+    return db
+
+
+@pytest.mark.parametrize("damage", ["bit_flips", "truncated", "not_a_database"])
+def test_a_damaged_database_is_one_line_with_what_to_do_and_is_left_as_it_was(tmp_path, good_db, damage):
+    db = tmp_path / "damaged.duckdb"
+    data = good_db.read_bytes()
+    if damage == "bit_flips":
+        data = data[:12288] + bytes(b ^ 0xFF for b in data[12288:17288]) + data[17288:]
+    elif damage == "truncated":
+        data = data[:20000]
+    else:
+        data = b"garbage, not a database\n"
+    db.write_bytes(data)
+    for args in (["runs"], ["ingest", str(KINETO)]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "diag.cli", *args, "--db", str(db)],
+            cwd=ROOT, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert proc.returncode != 0 and "Traceback" not in proc.stderr
+        (line,) = proc.stderr.strip().splitlines()
+        assert line.startswith(f"diag: error: {db}: cannot open database: ")
+        assert "the database file is damaged or not a diag database" in line
+    assert db.read_bytes() == data  # nothing written into it
