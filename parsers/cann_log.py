@@ -108,7 +108,8 @@ _LOG_NAMES = re.compile(r"(?i)(?:^(?:plog|device)-.*|\.(?:log|txt|out|err|stdout
 
 
 def _looks_binary(head: bytes) -> bool:
-    sample = head[:65536]
+    # NUL padding is what a writer killed mid-block leaves in a text log (dropped on reading): not a sign of binary
+    sample = head[:65536].replace(b"\x00", b"")
     if not sample:
         return False
     ctrl = sum(sample.count(bytes([b])) for b in (*range(0, 9), 11, 12, *range(14, 27), *range(28, 32)))
@@ -190,6 +191,19 @@ def _cut(data: bytes) -> int:
     return data.rfind(b"\n") + 1 if len(data) >= MAX_LINE_BYTES else 0
 
 
+_LONE_CR = re.compile(rb"\r(?!\n)")
+
+
+def _lone_cr_to_lf(data: bytes, at_end: bool) -> bytes:
+    """Old Mac / some Windows tools end lines with CR alone: as LF, so that a CR-only log is not one record. A CR
+    that ends a block before the end of the file stays (its LF may start the next block)."""
+    if b"\r" not in data or data.count(b"\r") == data.count(b"\r\n"):
+        return data
+    if not at_end and data.endswith(b"\r"):
+        return _LONE_CR.sub(b"\n", data[:-1]) + b"\r"
+    return _LONE_CR.sub(b"\n", data)
+
+
 def read_chunks(path: Path, display: str, seen: _Text) -> Iterator[bytes]:
     """Blocks of whole records (a block ends just before a line that starts a record), BOM removed."""
     pending = b""
@@ -197,7 +211,7 @@ def read_chunks(path: Path, display: str, seen: _Text) -> Iterator[bytes]:
         first = True
         while True:
             chunk = fh.read(BLOCK_BYTES)
-            data = pending + chunk
+            data = _lone_cr_to_lf(pending + chunk, at_end=len(chunk) < BLOCK_BYTES)
             if first:
                 if _looks_binary(data[:65536]):
                     raise BadInputError(display, "binary content (control bytes), not a text log")
@@ -281,7 +295,8 @@ class CannLogParser:
     # 2: origin, codes, figures; records never span two sources. 3: recompile_limit_fail rule. 4: code-first rules
     # (codes_from the ACL catalog), unclassified_error, platform noise, vLLM console rules, identity-guard recompiles.
     # 5: task timeouts by the runtime's reason, inner-error messages, device-log dumps, more phrase families (#16)
-    version = 5
+    # 6: CR-only line ends read as line ends, NUL-padded small logs no longer taken for binary (#18)
+    version = 6
     platform = "ascend"
     creates_run = False  # a log joins the run of its folder when there is one
 

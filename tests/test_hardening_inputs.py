@@ -197,3 +197,39 @@ def test_a_damaged_database_is_one_line_with_what_to_do_and_is_left_as_it_was(tm
         assert line.startswith(f"diag: error: {db}: cannot open database: ")
         assert "the database file is damaged or not a diag database" in line
     assert db.read_bytes() == data  # nothing written into it
+
+
+def _plog_lines(n: int, pid: int) -> list[str]:
+    return [
+        f"[ERROR] RUNTIME({pid},python3):2025-06-25-10:45:{i // 1000 % 60:02d}.{i % 1000:03d}.200 "
+        f"[stream.cc:1021] {pid} Stream Synchronize failed, ErrCode=507035"
+        for i in range(n)
+    ]
+
+
+def test_a_small_plog_with_nul_padding_is_read_not_skipped(tmp_path):
+    # a writer killed mid-block leaves NUL padding; under 64 KB it made the whole head look binary
+    lines = _plog_lines(100, 4321)
+    path = tmp_path / "plog-4321_20250625104000000.log"
+    path.write_bytes(("\n".join(lines[:50]) + "\n" + "\x00" * 3000 + "\n".join(lines[50:]) + "\n").encode())
+    db = tmp_path / "n.duckdb"
+    (outcome,) = _ingest(db, path)
+    assert outcome.status == "ok" and outcome.rows == {"log_records": 100}
+    assert query(db, "SELECT count(*) FROM log_records WHERE level = 'ERROR' AND code = '507035'") == [(100,)]
+
+
+def test_a_cr_only_log_is_one_record_per_line(tmp_path):
+    lines = _plog_lines(50_000, 4322)
+    path = tmp_path / "plog-4322_20250625104000000.log"
+    path.write_bytes(("\r".join(lines) + "\r").encode())
+    db = tmp_path / "c.duckdb"
+    (outcome,) = _ingest(db, path)
+    assert outcome.status == "ok" and outcome.rows == {"log_records": 50_000}
+    assert query(db, "SELECT min(line_no), max(line_no) FROM log_records") == [(1, 50_000)]
+
+
+def test_a_real_binary_file_named_like_a_log_is_still_refused(tmp_path):
+    path = tmp_path / "plog-1_20250625104000000.log"
+    path.write_bytes(bytes(range(256)) * 64)
+    (outcome,) = _ingest(tmp_path / "b.duckdb", path)
+    assert outcome.status in ("failed", "skipped") and outcome.rows == {}
