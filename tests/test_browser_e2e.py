@@ -7,76 +7,25 @@ Uses Debian's chromium (no browser download); skipped when it is absent. Screens
 from __future__ import annotations
 
 import os
-import shutil
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REAL_AICPU_TRACE, REAL_LEVEL2, ROOT, cli_json, query
+from tests.browser_app import CHROMIUM, require_browser, serve_app
+from tests.conftest import REAL_AICPU_TRACE, REAL_LEVEL2, cli_json, query
 
 pytestmark = pytest.mark.browser
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_http(url: str, timeout: float = 60) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.5)
-    raise AssertionError(f"{url} did not come up")
 
 
 @pytest.fixture
 def served(tmp_path: Path):
-    if CHROMIUM is None:
-        pytest.skip("Debian's chromium is not installed")
-    pytest.importorskip("playwright")
+    require_browser()
     db = tmp_path / "e2e.duckdb"
     code, _ = cli_json("ingest", str(REAL_LEVEL2), "--db", str(db))
     assert code == 0
-    port = _free_port()
-    env = {**os.environ, "DIAG_UPLOAD_DIR": str(tmp_path / "uploads")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "diag.cli", "app", "--db", str(db), "--port", str(port), "--no-samples"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-
-    def stop() -> None:  # the app holds the database's write lock until it exits
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-    try:
-        _wait_http(url)
-        yield url, db, stop
-    finally:
-        stop()
+    with serve_app(db, tmp_path / "uploads", timeout=60) as app:
+        yield app.url, db, app.stop
 
 
 def test_upload_archive_in_browser_adds_a_run(served, tmp_path):

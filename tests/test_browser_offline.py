@@ -7,16 +7,12 @@ Uses Debian's chromium; skipped when it or playwright is absent.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
 
-from tests.conftest import ROOT
-from tests.test_browser_e2e import CHROMIUM, _free_port, _wait_http
+from tests.browser_app import CHROMIUM, require_browser, serve_app
 
 pytestmark = pytest.mark.browser
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
@@ -40,30 +36,9 @@ PAGE_HEADINGS = [  # sidebar link → the page's title
 @pytest.fixture
 def served_samples(tmp_path: Path):
     """`diag app` on a fresh database, which it fills from sample_traces/ (the first launch)."""
-    if CHROMIUM is None:
-        pytest.skip("Debian's chromium is not installed")
-    pytest.importorskip("playwright")
-    port = _free_port()
-    env = {**os.environ, "DIAG_UPLOAD_DIR": str(tmp_path / "uploads")}
-    first_launch = ["app", "--db", str(tmp_path / "first.duckdb"), "--port", str(port)]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "diag.cli", *first_launch],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        _wait_http(f"http://127.0.0.1:{port}", timeout=120)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    require_browser()
+    with serve_app(tmp_path / "first.duckdb", tmp_path / "uploads", samples=True) as app:
+        yield app.url
 
 
 def _is_local(url: str) -> bool:

@@ -27,20 +27,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT
-from tests.test_browser_e2e import _free_port, _wait_http
+from tests.browser_app import CHROMIUM, require_browser, serve_app
 
 pytestmark = pytest.mark.browser
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 POSTMORTEM_MAX_PX = 6000
 SHOT_MAX_PX = 16000
 # the sidebar link of each page and the heading it shows (app/main.py PAGES, each page's st.title)
@@ -161,32 +155,11 @@ def test_problems_names_each_check() -> None:
 
 @pytest.fixture(scope="module")
 def app_url(tmp_path_factory: pytest.TempPathFactory):
-    if CHROMIUM is None:
-        pytest.skip("Debian's chromium is not installed")
-    pytest.importorskip("playwright")
+    require_browser()
     tmp = tmp_path_factory.mktemp("browser_pages")
-    db = tmp / "first_launch.duckdb"  # empty: `diag app` fills it from sample_traces/, as on a first launch
-    port = _free_port()
-    env = {**os.environ, "DIAG_UPLOAD_DIR": str(tmp / "uploads")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "diag.cli", "app", "--db", str(db), "--port", str(port)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        _wait_http(f"http://127.0.0.1:{port}", timeout=180)  # the samples are ingested first
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    # empty: `diag app` fills it from sample_traces/, as on a first launch (the samples are ingested first)
+    with serve_app(tmp / "first_launch.duckdb", tmp / "uploads", samples=True, timeout=180) as app:
+        yield app.url
 
 
 @pytest.fixture(scope="module")

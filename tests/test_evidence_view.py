@@ -178,7 +178,9 @@ def test_postmortem_finding_statement_merges_its_figures(samples):
     assert [b.kind for b in blocks] == ["table", "table", "range"]
     assert blocks[1].rows == [["share of device time", "10.52%"], ["device time lost", "1.660 ms"],
                               ["severity", "high"]]  # fmt: skip
-    profiled = next(s for s in pm.what_happened if s.text.startswith("Profiled"))  # after the log's first error
+    profiled = next(
+        s for s in pm.what_happened if s.text.startswith("Profiled")
+    )  # after the log's first error
     buckets = _tables(evidence_blocks(profiled.evidence, clock))["device time by bucket"]
     assert ["ai cpu", "1.660 ms"] in buckets.rows
 

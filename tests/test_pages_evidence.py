@@ -6,19 +6,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES, ROOT, SAMPLES, cli_json, open_page
+from tests.browser_app import CHROMIUM, require_browser, serve_app
+from tests.conftest import FIXTURES, SAMPLES, cli_json, open_page
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 MAX_POSTMORTEM_PX = 6000
 
 
@@ -132,41 +126,13 @@ def test_logs_page_records_and_root_cause_evidence(tmp_path, monkeypatch):
 # -- the browser: the Postmortem page's height on every sample run -----------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def served_samples(sample_db, tmp_path):
-    if CHROMIUM is None:
-        pytest.skip("Debian's chromium is not installed")
-    pytest.importorskip("playwright")
+    require_browser()
     db = tmp_path / "served.duckdb"
     shutil.copy(sample_db, db)
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "diag.cli", "app", "--db", str(db), "--port", str(port), "--no-samples"],
-        cwd=ROOT,
-        env={**os.environ, "DIAG_UPLOAD_DIR": str(tmp_path / "uploads")},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            try:
-                with urllib.request.urlopen(url + "/_stcore/health", timeout=2):
-                    break
-            except OSError:
-                time.sleep(0.5)
-        yield url
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=15)
+    with serve_app(db, tmp_path / "uploads", timeout=60) as app:
+        yield app.url
 
 
 @pytest.mark.browser
