@@ -12,8 +12,8 @@ import streamlit as st
 from streamlit.auth_util import is_authlib_installed
 
 NO_LOGIN_NOTE = (
-    "No login configured: anyone who can reach this address can read and upload. "
-    "Keep it on 127.0.0.1, or see deploy/README.md (a proxy with a password, or an OIDC login)."
+    "No login configured in the app: unless a proxy in front asks for a password, anyone who can reach this "
+    "address can read every run and upload. Keep it on 127.0.0.1, or see deploy/README.md."
 )
 
 
