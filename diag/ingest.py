@@ -13,7 +13,6 @@ import contextlib
 import os
 import random
 import re
-import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -149,7 +148,7 @@ class Ingestor:
         self._discover = Discoverer(self._tmp, self.archive_limits)
 
     def close(self) -> None:
-        shutil.rmtree(self._tmp, ignore_errors=True)
+        scratch.release(self._tmp)
         q(self.store.con, f"SET memory_limit='{default_memory_limit()}'")
 
     def collect(self, paths: Iterable[str | Path]) -> tuple[list[Candidate], list[FileOutcome]]:

@@ -30,9 +30,20 @@ def make_scratch(root: Path) -> Path:
     """A fresh scratch folder under ``root``, after removing the stale ones there."""
     root.mkdir(parents=True, exist_ok=True)
     remove_stale(root)
-    folder = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=root))
+    try:
+        folder = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=root))
+    except FileNotFoundError:  # another ingest's release() removed the then-empty root just now
+        root.mkdir(parents=True, exist_ok=True)
+        folder = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=root))
     (folder / OWNER_FILE).write_text(f"{os.getpid()} {_started(os.getpid()) or ''}\n", encoding="ascii")
     return folder
+
+
+def release(folder: Path) -> None:
+    """Remove a scratch folder, and its root when no other ingest has one there (no empty folder is left)."""
+    shutil.rmtree(folder, ignore_errors=True)
+    with contextlib.suppress(OSError):  # not empty: another ingest's
+        folder.parent.rmdir()
 
 
 def remove_stale(root: Path) -> list[Path]:
