@@ -158,3 +158,15 @@ def test_dense_archive_under_the_caps_extracts_whole(tmp_path: Path) -> None:
         tf.addfile(info, io.BytesIO(text))
     archives.extract(archive, tmp_path / "out", ArchiveLimits(ratio_floor_bytes=64 << 10))
     assert bytes_under(tmp_path / "out") == len(text)
+
+
+def test_archive_inside_an_archive_is_never_unpacked(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """A nested bomb is written as the small file it is: members are extracted one level deep only."""
+    inner = zeros_zip(tmp_path / "inner.zip", 1024, monkeypatch)  # 1 GB of zeros in ~1 MB
+    outer = tmp_path / "outer.tar.gz"
+    with tarfile.open(outer, "w:gz") as tf:
+        tf.add(inner, arcname="run/inner.zip")
+    dest = tmp_path / "out"
+    archives.extract(outer, dest)
+    assert [p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file()] == ["run/inner.zip"]
+    assert bytes_under(dest) == inner.stat().st_size
