@@ -1,6 +1,9 @@
 # diag as a web service: the Streamlit app on port 8501, the database on the /data volume.
 #   docker build -t diag .
-#   docker run -p 8501:8501 -v diag-data:/data diag
+#   docker run -p 127.0.0.1:8501:8501 -v diag-data:/data diag
+# The app has no login unless .streamlit/secrets.toml has [auth] (mount it; never bake it in): publish it on the
+# host's loopback as above, and for a team put a proxy with a password in front (deploy/README.md,
+# deploy/compose.yaml). Inside the container it binds 0.0.0.0, else Docker could not forward to it.
 # Installs what the README installs (requirements.txt, then the package itself, editable, from /app) and
 # nothing else. tests/test_dockerfile.py keeps this file in step with requirements.txt and `diag app`.
 FROM python:3.11-slim

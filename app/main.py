@@ -17,6 +17,9 @@ from diag.errors import DiagError  # noqa: E402
 # An emoji favicon is drawn by the browser from a data: URL; a ":material/…:" favicon is fetched from an external
 # font host on every page (fails offline). The page icons below come from the font Streamlit serves itself.
 st.set_page_config(page_title="diag — Ascend/CUDA inference diagnosis", page_icon="🩺", layout="wide")
+from app.auth import require_login  # noqa: E402
+
+require_login()  # before any page: with [auth] in secrets.toml every page needs a login
 
 PAGES = [
     st.Page("app_pages/01_runs.py", title="Runs", icon=":material/table_rows:", default=True),

@@ -11,8 +11,10 @@ import os
 import stat
 import tarfile
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import BinaryIO
 
 from diag.errors import ArchiveError
 
@@ -29,6 +31,9 @@ class ArchiveLimits:
     max_total_bytes: int = 32 << 30
     max_members: int = 100_000
     max_ratio: float = 200.0  # uncompressed / compressed, beyond which it is taken for a bomb
+    # archives (and members) smaller than this are held to the ratio as if they were this big: a small archive
+    # of small, repetitive files is not a bomb
+    ratio_floor_bytes: int = 1 << 20
 
 
 def is_archive(path: Path) -> bool:
@@ -69,34 +74,58 @@ def safe_relpath(archive: str, name: str) -> PurePosixPath:
 
 
 class _Budget:
+    """The running count of bytes written, checked before each chunk is written: extraction stops at the first
+    chunk that would go over a cap, whatever the headers declared (they can lie)."""
+
     def __init__(self, archive: str, limits: ArchiveLimits, archive_bytes: int) -> None:
         self.archive, self.limits, self.total = archive, limits, 0
-        self.ratio_cap = max(archive_bytes, 1 << 20) * limits.max_ratio
+        self.ratio_cap = max(archive_bytes, limits.ratio_floor_bytes) * limits.max_ratio
+        self.compressed_read: Callable[[], int] | None = None  # tar.gz: compressed bytes consumed so far
+
+    def declare(self, member: str, size: int) -> None:
+        """A member's declared size, before a byte of it is written (a tar member as it comes)."""
+        if size > self.limits.max_member_bytes:
+            raise ArchiveError(
+                self.archive, f"member {member!r} declares {size:,} bytes: {self._member_cap()}"
+            )
+        if self.total + size > min(self.limits.max_total_bytes, self.ratio_cap):
+            raise ArchiveError(self.archive, f"at member {member!r}: unpacks to {self._total_cap()}")
 
     def take(self, member: str, n: int, member_total: int) -> None:
-        self.total += n
         if member_total > self.limits.max_member_bytes:
-            raise ArchiveError(
-                self.archive,
-                f"member {member!r} exceeds the size cap of {self.limits.max_member_bytes} bytes",
+            raise ArchiveError(self.archive, f"member {member!r} {self._member_cap()}")
+        total = self.total + n
+        if total > min(self.limits.max_total_bytes, self.ratio_cap):
+            raise ArchiveError(self.archive, f"at member {member!r}: unpacks to {self._total_cap()}")
+        if self.compressed_read is not None:
+            consumed = max(self.compressed_read(), self.limits.ratio_floor_bytes)
+            if total > consumed * self.limits.max_ratio:
+                raise ArchiveError(
+                    self.archive,
+                    f"at member {member!r}: {total:,} bytes unpacked from {consumed:,} compressed, over the "
+                    f"cap of {self.limits.max_ratio:g}× (a decompression bomb?); refused",
+                )
+        self.total = total
+
+    def _member_cap(self) -> str:
+        return f"exceeds the size cap of {self.limits.max_member_bytes:,} bytes per member; refused"
+
+    def _total_cap(self) -> str:
+        if self.ratio_cap < self.limits.max_total_bytes:
+            return (
+                f"more than the cap of {self.ratio_cap:,.0f} bytes ({self.limits.max_ratio:g}× the archive's "
+                "size: a decompression bomb?); refused"
             )
-        if self.total > self.limits.max_total_bytes:
-            raise ArchiveError(
-                self.archive, f"unpacks to more than the cap of {self.limits.max_total_bytes} bytes"
-            )
-        if self.total > self.ratio_cap:
-            raise ArchiveError(
-                self.archive, f"unpacks to over {self.limits.max_ratio:g}× its size (a decompression bomb?)"
-            )
+        return f"more than the cap of {self.limits.max_total_bytes:,} bytes; refused"
 
 
-def _copy(src, dest: Path, member: str, budget: _Budget) -> None:  # type: ignore[no-untyped-def]
+def _copy(src: BinaryIO, dest: Path, member: str, budget: _Budget) -> None:
     dest.parent.mkdir(parents=True, exist_ok=True)
     written = 0
     with open(dest, "xb") as out:
         while block := src.read(_COPY_CHUNK):
             written += len(block)
-            budget.take(member, len(block), written)
+            budget.take(member, len(block), written)  # before the write: nothing over the cap reaches disk
             out.write(block)
 
 
@@ -127,6 +156,43 @@ def extract(
         raise ArchiveError(shown, f"broken archive: {exc}") from None
 
 
+def _check_zip_declared(
+    infos: list[zipfile.ZipInfo], limits: ArchiveLimits, archive_bytes: int, shown: str
+) -> None:
+    """Refuse from the central directory alone, before a byte is written: a member over the size cap or whose
+    declared sizes say it unpacks more than ``max_ratio`` times its compressed size, a total over the caps, and
+    compressed sizes that add up to more than the archive itself (headers that lie)."""
+    for info in infos:
+        if info.file_size > limits.max_member_bytes:
+            raise ArchiveError(
+                shown,
+                f"member {info.filename!r} declares {info.file_size:,} bytes: exceeds the size cap of "
+                f"{limits.max_member_bytes:,} bytes per member; refused",
+            )
+        packed = max(info.compress_size, limits.ratio_floor_bytes)
+        if info.file_size > packed * limits.max_ratio:
+            raise ArchiveError(
+                shown,
+                f"member {info.filename!r} declares {info.file_size:,} bytes from {info.compress_size:,} "
+                f"compressed, over the cap of {limits.max_ratio:g}× (a decompression bomb?); refused",
+            )
+    packed_total = sum(i.compress_size for i in infos)
+    if packed_total > archive_bytes:
+        raise ArchiveError(
+            shown,
+            f"its headers declare {packed_total:,} compressed bytes, more than the archive's {archive_bytes:,}: "
+            "they lie (a crafted or damaged archive); refused",
+        )
+    declared = sum(i.file_size for i in infos)
+    ratio_cap = max(archive_bytes, limits.ratio_floor_bytes) * limits.max_ratio
+    if declared > min(limits.max_total_bytes, ratio_cap):
+        cap = min(limits.max_total_bytes, int(ratio_cap))
+        raise ArchiveError(
+            shown,
+            f"unpacks to more than the cap of {cap:,} bytes (its members declare {declared:,}); refused",
+        )
+
+
 def _extract_zip(archive: Path, dest: Path, limits: ArchiveLimits, budget: _Budget, shown: str) -> None:
     with zipfile.ZipFile(archive) as zf:
         infos = zf.infolist()
@@ -140,23 +206,34 @@ def _extract_zip(archive: Path, dest: Path, limits: ArchiveLimits, budget: _Budg
                 raise ArchiveError(shown, f"member {info.filename!r} is a symbolic link; refused")
             if ftype and ftype not in (stat.S_IFREG, stat.S_IFDIR):
                 raise ArchiveError(shown, f"member {info.filename!r} is not a regular file; refused")
-            if info.file_size > limits.max_member_bytes:
-                raise ArchiveError(
-                    shown, f"member {info.filename!r} exceeds the size cap of {limits.max_member_bytes} bytes"
-                )
             checked.append((info, _target(dest, rel, shown, info.filename)))
-        if sum(i.file_size for i, _ in checked) > limits.max_total_bytes:
-            raise ArchiveError(shown, f"unpacks to more than the cap of {limits.max_total_bytes} bytes")
+        _check_zip_declared(infos, limits, archive.stat().st_size, shown)
         for info, target in checked:
             if info.is_dir():
                 target.mkdir(parents=True, exist_ok=True)
                 continue
-            with zf.open(info) as src:
-                _copy(src, target, info.filename, budget)
+            try:
+                with zf.open(info) as src:  # zipfile stops at the declared size; the budget at the caps
+                    _copy(src, target, info.filename, budget)
+            except zipfile.BadZipFile as exc:
+                raise ArchiveError(
+                    shown,
+                    f"member {info.filename!r} does not match its declared size or checksum ({exc}): "
+                    "a crafted or damaged archive; refused",
+                ) from None
+
+
+def _compressed_position(tf: tarfile.TarFile) -> Callable[[], int] | None:
+    """How many bytes of the compressed file a tar.gz / tar.bz2 / tar.xz reader has consumed; None for a plain tar."""
+    raw = getattr(tf.fileobj, "fileobj", None)  # GzipFile / BZ2File / LZMAFile over the opened file
+    if raw is None or not hasattr(raw, "tell"):
+        return None
+    return raw.tell
 
 
 def _extract_tar(archive: Path, dest: Path, limits: ArchiveLimits, budget: _Budget, shown: str) -> None:
     with tarfile.open(archive, mode="r:*") as tf:
+        budget.compressed_read = _compressed_position(tf)
         count = 0
         for member in tf:
             count += 1
@@ -171,10 +248,7 @@ def _extract_tar(archive: Path, dest: Path, limits: ArchiveLimits, budget: _Budg
             if member.isdir():
                 target.mkdir(parents=True, exist_ok=True)
                 continue
-            if member.size > limits.max_member_bytes:
-                raise ArchiveError(
-                    shown, f"member {member.name!r} exceeds the size cap of {limits.max_member_bytes} bytes"
-                )
+            budget.declare(member.name, member.size)  # its header, before a byte of it is written
             src = tf.extractfile(member)
             if src is None:
                 continue

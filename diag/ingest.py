@@ -13,8 +13,6 @@ import contextlib
 import os
 import random
 import re
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -24,7 +22,7 @@ from pathlib import Path
 
 import duckdb
 
-from diag import archives
+from diag import archives, scratch
 from diag.discover import Candidate, Discoverer, run_key_of, sha256_of
 from diag.errors import BadInputError, FileTooLargeError, UnsupportedFormatError
 from diag.grouping import regroup
@@ -131,6 +129,7 @@ class Ingestor:
         archive_limits: archives.ArchiveLimits | None = None,
         on_file_done: Callable[[FileOutcome], None] | None = None,
         around_file: Callable[[Candidate], AbstractContextManager[object]] | None = None,
+        scratch_under: Path | None = None,
     ) -> None:
         self.store = store
         self.replace = replace
@@ -142,12 +141,14 @@ class Ingestor:
             str, int
         ] = {}  # run key → id, while a parallel ingest runs (see diag.ingest_parallel._prepare)
         self._plan = Plan()  # identities of the files being ingested (see diag.identity)
-        self._tmp = Path(tempfile.mkdtemp(prefix="diag-ingest-"))
+        # archives unpack beside the database (or where the caller says: an upload's own folder), never in the
+        # system temp folder; a folder a killed ingest left there is removed now (see diag.scratch)
+        self._tmp = scratch.make_scratch(scratch_under or scratch.scratch_root(store.path))
         q(store.con, f"SET memory_limit='{ingest_memory_limit()}'")
         self._discover = Discoverer(self._tmp, self.archive_limits)
 
     def close(self) -> None:
-        shutil.rmtree(self._tmp, ignore_errors=True)
+        scratch.release(self._tmp)
         q(self.store.con, f"SET memory_limit='{default_memory_limit()}'")
 
     def collect(self, paths: Iterable[str | Path]) -> tuple[list[Candidate], list[FileOutcome]]:

@@ -3,7 +3,8 @@
 Where: ``$DIAG_UPLOAD_DIR/<upload-id>/<original name>`` (``DIAG_UPLOAD_DIR`` defaults to ``.diag_uploads`` beside
 the database; the upload id is a fresh 32-hex-digit folder per batch, so two sessions never mix files). The name
 is the one the user uploaded, folders included for a directory upload, but never ``..``, an absolute path or a
-drive; the stored ``files.source`` ends in it, so every page and report shows that name.
+drive; the stored ``files.source`` ends in it, so every page and report shows that name. An uploaded archive
+unpacks into ``$DIAG_UPLOAD_DIR/.diag_extract/`` (see diag.scratch), removed when its batch is ingested.
 
 Retention: an uploaded file is kept only while the database refers to it. A file refused before or during ingest
 (over the cap, unsafe, unreadable, not recognised, or already stored from elsewhere) is removed as soon as its
@@ -30,6 +31,8 @@ from diag.store import Store
 DEFAULT_UPLOAD_BYTES = int(os.environ.get("DIAG_MAX_UPLOAD_BYTES", str(2 << 30)))
 UPLOAD_ID = re.compile(r"[0-9a-f]{32}")  # an upload folder's name (uuid4 hex)
 KEPT_STATUSES = ("ok", "partial")  # outcomes whose file the database now refers to
+# where uploaded archives unpack: beside the upload folders, on the same disk, never an upload id's name
+SCRATCH_FOLDER = ".diag_extract"
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,9 @@ def ingest_uploads(
     on_file_done: Callable[[FileOutcome], None] | None = None,
 ) -> list[FileOutcome]:
     batch, refused = save_uploads(uploads, root, max_bytes)
-    ingestor = Ingestor(store, max_file_bytes=max_bytes, on_file_done=on_file_done)
+    ingestor = Ingestor(
+        store, max_file_bytes=max_bytes, on_file_done=on_file_done, scratch_under=root / SCRATCH_FOLDER
+    )
     try:
         entries = sorted(batch.iterdir())
         summary = ingestor.ingest(entries) if entries else None

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import sys
+import tomllib
 from pathlib import Path
 from typing import Annotated
 
@@ -19,6 +21,36 @@ SAMPLES = REPO / "sample_traces"
 # Ingested first, so that run 1 — the run every page opens on — is the Ascend rank 0 whose AI_CPU ops the
 # bundled incident log (sample_traces/incident/) explains: the first launch shows a finding on every page.
 FIRST_SAMPLES = (SAMPLES / "generated" / "llm_decode_tp2", SAMPLES / "incident")
+
+
+# where Streamlit reads secrets from (the app runs with the repository as its working folder)
+SECRETS_FILES = (REPO / ".streamlit" / "secrets.toml", Path.home() / ".streamlit" / "secrets.toml")
+
+
+def login_configured() -> bool:
+    """Whether Streamlit's login is set up: an ``[auth]`` section in one of its secrets files (see app/auth.py)."""
+    for path in SECRETS_FILES:
+        try:
+            if "auth" in tomllib.loads(path.read_text(encoding="utf-8")):
+                return True
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            continue
+    return False
+
+
+def exposure_warning(address: str, port: int) -> str | None:
+    """A warning when the app would be reachable from other machines with no login of its own."""
+    try:
+        local = address == "localhost" or ipaddress.ip_address(address).is_loopback
+    except ValueError:  # a host name: it may resolve to anything
+        local = False
+    if local or login_configured():
+        return None
+    return (
+        f"warning: serving on {address}:{port} with no login: anyone who can reach that port can read every run "
+        "and upload files. Keep --address 127.0.0.1 behind a proxy that asks for a password (deploy/README.md), "
+        "or configure [auth] in .streamlit/secrets.toml"
+    )
 
 
 def ensure_samples(db: str) -> int:
@@ -73,6 +105,9 @@ def app(
         "false",
     ]
     out.print(f"diag app on http://{address}:{port} (database {db})")
+    warning = exposure_warning(address, port)
+    if warning:
+        console(stderr=True).print(warning, markup=False)
     sys.stdout.flush()
     os.chdir(REPO)
     os.execve(sys.executable, cmd, env)  # become the server: signals and exit codes reach Streamlit directly
