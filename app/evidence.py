@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from app import data
-from app.text import md_code, md_text
+from app.text import md_cells, md_code, md_text
 from diag.analyses.evidence_view import Block, LogLines, RunClock, Table, TimeRange
 
 
@@ -23,7 +23,7 @@ def _table(t: Table) -> None:
     if t.title:
         st.caption(md_text(t.title))
     # a static table: it wraps long op names and paths, and sizes itself to its rows
-    st.table(pd.DataFrame(t.rows, columns=t.columns).set_index(t.columns[0]))
+    st.table(pd.DataFrame(md_cells(t.rows), columns=t.columns).set_index(t.columns[0]))
     if t.more:
         st.caption(f"… {t.more} more row(s) (see the JSON)")
 

@@ -10,29 +10,35 @@ from __future__ import annotations
 import html
 import re
 
-# Every character that is Markdown-active in Streamlit's dialect: CommonMark, GFM (tables, strikethrough,
-# autolinks), math ($), colour directives (:red[…]) and raw HTML (<, >, &). A backslash before any ASCII
-# punctuation is a literal in CommonMark, so escaping one too many only costs a backslash in the source.
-_ACTIVE = set("\\`*_{}[]()#+-.!|<>~&$:@=")
-# Harmless between two letters or digits (no emphasis opens intraword, no list starts mid-word): left as they
-# are so that names such as aclnnReduceSum_CastAiCpu_Cast or trace_view.json read the same in the source.
-_INTRAWORD = set("_-.:")
-_WWW = re.compile(r"www$", re.IGNORECASE)  # "www." starts a GFM autolink: its dot is always escaped
+# What makes Streamlit's Markdown (CommonMark, GFM autolinks and strikethrough, $math$, :colour[…] directives,
+# raw HTML) draw something other than the characters: escaped wherever they stand.
+_ALWAYS = set("\\`*[]<&!~$@")  # a lone ">" mid-line is inert: "<" cannot open a tag
+_LINE_START = set(
+    "#-+=|>"
+)  # a heading, list, setext, table or quote marker: only the value's first character
+_LIST_NUMBER = re.compile(r"\d{1,9}[.)]")
+_WWW = re.compile(r"(?:^|\W)www$", re.IGNORECASE)  # "www." starts a GFM autolink: its dot is escaped
 
 
 def _escape_at(s: str, i: int) -> bool:
     ch = s[i]
-    if ch not in _ACTIVE:
-        return False
-    if ch not in _INTRAWORD or i == 0 or i == len(s) - 1:
+    if ch in _ALWAYS or (i == 0 and ch in _LINE_START):
         return True
-    if not (s[i - 1].isalnum() and s[i + 1].isalnum()):
-        return True
-    return ch == "." and bool(_WWW.search(s[:i]))
+    if ch == "_":  # emphasis opens or closes only at a word's edge: aclnnReduceSum_Cast stays as it is
+        return not (0 < i < len(s) - 1 and s[i - 1].isalnum() and s[i + 1].isalnum())
+    if ch == ":":  # "http://" is a GFM autolink
+        return s[i + 1 : i + 2] == "/"
+    if ch in ".)":  # "1. " or "1)" ending the value opens an ordered list; "0.986" does not
+        opens_list = bool(_LIST_NUMBER.fullmatch(s[: i + 1])) and s[i + 1 : i + 2] in ("", " ")
+        return opens_list or (ch == "." and bool(_WWW.search(s[:i])))
+    return False
 
 
 def md_text(value: object) -> str:
-    """``value`` as literal Markdown inline text: no markup, link, image, HTML or line break survives."""
+    """``value`` as literal Markdown inline text: no markup, link, image, HTML or line break survives.
+
+    Only the characters that would act are escaped (a backslash before ASCII punctuation is a literal in
+    CommonMark), so that the source of ordinary names and sentences reads as it is shown."""
     s = " ".join(str(value).split())  # a newline would start a heading, list or table
     return "".join("\\" + ch if _escape_at(s, i) else ch for i, ch in enumerate(s))
 
@@ -54,3 +60,9 @@ def plain(value: object) -> str:
 def template_text(value: object) -> str:
     """``value`` placed inside a Plotly hovertemplate: as ``plain`` and with ``%`` unable to start ``%{…}``."""
     return plain(value).replace("%", "&#37;")
+
+
+def md_cells(rows: list[list[object]] | list[tuple[object, ...]]) -> list[list[object]]:
+    """The rows of an ``st.table`` with each text cell as ``md_text``: st.table draws its cells as Markdown
+    (an op or folder name holding ``![f](x.png)`` would be an image)."""
+    return [[md_text(c) if isinstance(c, str) else c for c in row] for row in rows]

@@ -9,13 +9,17 @@ no payload element in the DOM), and the HTML / Markdown reports are checked the 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES, REAL_AICPU_TRACE, SAMPLES, cli_json, open_page, query
+from tests.conftest import FIXTURES, REAL_AICPU_TRACE, ROOT, SAMPLES, cli_json, open_page, query
 
 OP = "![p](http://127.0.0.1:9/x.png)<img src=x onerror=alert(1)>**b**"
 MODEL = "[l](javascript:alert(1))"
@@ -79,8 +83,9 @@ def build_payload_inputs(root: Path) -> Path:
 def payload_db(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
     root = build_payload_inputs(tmp_path_factory.mktemp("payload_inputs"))
     db = tmp_path_factory.mktemp("payload") / "payload.duckdb"
-    code, out = cli_json("ingest", str(root), "--db", str(db))
-    assert code == 0, out
+    for part in (next(root.glob("rank0_*")), root):  # the Ascend run first: run 1, what every page opens on
+        code, out = cli_json("ingest", str(part), "--db", str(db))
+        assert code == 0, out
     return db, _ascend_run(db)
 
 
@@ -90,6 +95,9 @@ def _markdown_sources(at) -> list[str]:  # noqa: ANN001
     out = [str(e.value) for k in kinds for e in getattr(at, k)]
     out += [str(m.label) for m in at.metric] + [str(e.label) for e in at.expander]
     out += [str(b.label) for b in at.button] + [str(t.label) for t in at.tabs]
+    for t in at.table:  # st.table draws its cells (and its index) as Markdown too
+        df = t.value
+        out += [str(v) for v in df.index] + [str(v) for col in df.columns for v in df[col]]
     return out
 
 
@@ -142,4 +150,106 @@ def test_timeline_shows_thread_and_op_names_literally(payload_db, monkeypatch):
     lanes = fig["layout"]["yaxis"]["categoryarray"]
     assert "NPU · &lt;a href=http://x&gt;t&lt;/a&gt;Stream 3" in lanes, lanes
     hover = {row[0] for t in fig["data"] if t.get("customdata") for row in t["customdata"]}
-    assert "![p](http://127.0.0.1:9/x.png)&lt;img src=x onerror=alert(1)&gt;**b**aclnnCast_CastAiCpu_Cast" in hover
+    assert (
+        "![p](http://127.0.0.1:9/x.png)&lt;img src=x onerror=alert(1)&gt;**b**aclnnCast_CastAiCpu_Cast"
+        in hover
+    )
+
+
+PAYLOAD_URL_PARTS = ("x.png", "javascript:", "http://x", "127.0.0.1:9", "onerror")
+OPEN_PAGE_HEADINGS = [  # sidebar link → the page's title
+    ("Runs", "Runs"),
+    ("Upload", "Upload"),
+    ("Timeline", "Timeline"),
+    ("Stalls", "Stalls"),
+    ("Fallback ops", "CPU fallback ops"),
+    ("Findings", "Findings"),
+    ("Logs", "Logs"),
+    ("Ascend vs CUDA", "Ascend vs CUDA"),
+    ("Postmortem", "Postmortem"),
+    ("Serving acceptance", "Serving acceptance"),
+    ("Cluster", "Cluster"),
+    ("Glossary", "Glossary"),
+]
+# every element that could fetch, link or run, with the attribute that would carry the payload
+DOM_PROBE = """() => [...document.querySelectorAll('img, a, script, iframe, image, source, link, object, embed')]
+    .map(e => [e.tagName, e.getAttribute('src') || e.getAttribute('href') || e.getAttribute('xlink:href') || '',
+               e.getAttribute('onerror') || ''])"""
+
+
+@pytest.fixture
+def served_payload(payload_db, tmp_path):
+    from tests.test_browser_e2e import CHROMIUM, _free_port, _wait_http
+
+    if CHROMIUM is None:
+        pytest.skip("Debian's chromium is not installed")
+    pytest.importorskip("playwright")
+    db, _ = payload_db
+    port = _free_port()
+    env = {**os.environ, "DIAG_UPLOAD_DIR": str(tmp_path / "uploads")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "diag.cli", "app", "--db", str(db), "--port", str(port), "--no-samples"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        _wait_http(f"http://127.0.0.1:{port}", timeout=120)
+        yield f"http://127.0.0.1:{port}", CHROMIUM
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _from_payload(value: str) -> bool:
+    return any(part in value.lower() for part in PAYLOAD_URL_PARTS)
+
+
+@pytest.mark.browser
+def test_no_page_fetches_links_or_runs_a_payload_in_a_browser(served_payload):
+    from urllib.parse import urlparse
+
+    from playwright.sync_api import sync_playwright
+
+    url, chromium = served_payload
+    outside: list[str] = []
+    found: dict[str, list] = {}
+    dialogs: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=chromium,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
+        )
+        page = browser.new_page(viewport={"width": 1600, "height": 1200})
+        page.on("request", lambda r: None if urlparse(r.url).hostname in ("127.0.0.1", "localhost") or
+                urlparse(r.url).scheme in ("data", "blob", "about") else outside.append(r.url))  # fmt: skip
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        page.goto(url)
+        page.get_by_role("heading", name="Runs").wait_for(timeout=60_000)
+        for link, heading in OPEN_PAGE_HEADINGS:
+            page.get_by_role("link", name=link, exact=True).click()
+            page.get_by_role("heading", name=heading, exact=True).wait_for(timeout=60_000)
+            page.wait_for_load_state("networkidle")
+            page.wait_for_timeout(1500)
+            for expander in page.locator("summary").all()[:12]:  # open expanders: evidence, log lines
+                expander.click()
+            page.wait_for_timeout(500)
+            bad = [e for e in page.evaluate(DOM_PROBE) if _from_payload(e[1]) or e[2]]
+            if bad:
+                found[link] = bad
+            if link == "Fallback ops":
+                shown = page.inner_text("body")
+                assert "![p](http://127.0.0.1:9/x.png)<img src=x onerror=alert(1)>**b**" in shown
+            if link == "Timeline":
+                ticks = " ".join(
+                    page.evaluate("() => [...document.querySelectorAll('.ytick')].map(t => t.textContent)")
+                )
+                assert "<a href=http://x>t</a>Stream 3" in ticks, ticks
+        browser.close()
+    assert outside == [] and found == {} and dialogs == [], (outside, found, dialogs)

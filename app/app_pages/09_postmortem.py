@@ -9,7 +9,7 @@ import streamlit as st
 
 from app import data, evidence
 from app.app_pages import run_picker
-from app.text import md_text, plain
+from app.text import md_cells, md_text, plain
 from diag import report
 from diag.analyses.evidence_view import RunClock, evidence_blocks
 from diag.analyses.postmortem_model import Postmortem
@@ -38,7 +38,9 @@ def _save_notes(run_id: int | None, job_id: int | None) -> None:
 
 def _table(columns: tuple[str, ...] | list[str], rows: list[list[str]]) -> None:
     if rows:
-        st.table(pd.DataFrame(rows, columns=list(columns)).set_index(columns[0]))
+        st.table(
+            pd.DataFrame(md_cells(rows), columns=list(columns)).set_index(columns[0])
+        )  # cells are Markdown
 
 
 def _statement(stmt: dict, clock: RunClock, key: str) -> None:
