@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES, REAL_AICPU_TRACE, ROOT, SAMPLES, cli_json, open_page, query
+from tests.conftest import FIXTURES, REAL_AICPU_TRACE, ROOT, SAMPLES, cli_json, open_page, query, run_cli
 
 OP = "![p](http://127.0.0.1:9/x.png)<img src=x onerror=alert(1)>**b**"
 MODEL = "[l](javascript:alert(1))"
@@ -79,14 +79,19 @@ def build_payload_inputs(root: Path) -> Path:
     return root
 
 
-@pytest.fixture(scope="module")
-def payload_db(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
-    root = build_payload_inputs(tmp_path_factory.mktemp("payload_inputs"))
-    db = tmp_path_factory.mktemp("payload") / "payload.duckdb"
+def _payload_store(root: Path, db: Path) -> tuple[Path, int]:
+    build_payload_inputs(root)
     for part in (next(root.glob("rank0_*")), root):  # the Ascend run first: run 1, what every page opens on
         code, out = cli_json("ingest", str(part), "--db", str(db))
         assert code == 0, out
     return db, _ascend_run(db)
+
+
+@pytest.fixture(scope="module")
+def payload_db(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
+    return _payload_store(
+        tmp_path_factory.mktemp("payload_inputs"), tmp_path_factory.mktemp("payload") / "p.duckdb"
+    )
 
 
 def _markdown_sources(at) -> list[str]:  # noqa: ANN001
@@ -253,3 +258,37 @@ def test_no_page_fetches_links_or_runs_a_payload_in_a_browser(served_payload):
                 assert "<a href=http://x>t</a>Stream 3" in ticks, ticks
         browser.close()
     assert outside == [] and found == {} and dialogs == [], (outside, found, dialogs)
+
+
+def test_upload_page_shows_crafted_file_names_and_first_lines_literally(tmp_path, monkeypatch):
+    """A refused upload's message quotes its name and its first line: both stay text in the error box."""
+    at = open_page(
+        monkeypatch, tmp_path / "up.duckdb", "app_pages/02_upload.py", uploads=tmp_path / "uploads"
+    )
+    name = "![u](http:127.0.0.1:9;u.png)[l](javascript:alert(1)).csv"  # a file name holds no "/"
+    first_line = f"{LOG}{OP},{MODEL}\n1,2\n"
+    at.file_uploader(key="upload_files").upload(name, first_line.encode(), "text/csv").run()
+    at.button(key="ingest").click().run()
+    assert not at.exception, at.exception
+    shown = _markdown_sources(at)
+    assert any("u.png" in s for s in shown), shown  # the name is on the page, escaped
+    assert [s for s in shown if LIVE.search(s)] == []
+
+
+def test_reports_escape_every_payload(tmp_path):
+    """The HTML report holds no payload tag, the Markdown report no live image / link / tag."""
+    (tmp_path / "in").mkdir()
+    db, run_id = _payload_store(tmp_path / "in", tmp_path / "report.duckdb")  # not the one the app holds open
+    outputs = {}
+    for fmt in ("html", "md"):
+        out = tmp_path / f"report.{fmt}"
+        run_cli("report", "--db", str(db), "--run", str(run_id), "--format", fmt, "-o", str(out), check=True)
+        outputs[fmt] = out.read_text()
+    html_text, md_text = outputs["html"], outputs["md"]
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html_text  # the op name is in the report, as text
+    assert "&lt;b&gt;x&lt;b&gt;" in html_text  # and the folder name
+    for tag in ("<img", "<script", "<a href=http://x", "<b>x", "onerror=alert(1)>"):
+        assert tag not in html_text, tag
+    prose = re.sub(r"(?ms)^[ \t]*(`{3,}).*?^[ \t]*\1", "", md_text)  # fenced log excerpts are literal
+    assert "x\\.png" in prose
+    assert LIVE.search(prose) is None, LIVE.search(prose)
