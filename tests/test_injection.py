@@ -292,3 +292,38 @@ def test_reports_escape_every_payload(tmp_path):
     prose = re.sub(r"(?ms)^[ \t]*(`{3,}).*?^[ \t]*\1", "", md_text)  # fenced log excerpts are literal
     assert "x\\.png" in prose
     assert LIVE.search(prose) is None, LIVE.search(prose)
+
+
+@pytest.mark.parametrize(
+    ("raw", "escaped"),
+    [
+        ("aclnnReduceSum_CastAiCpu_Cast", "aclnnReduceSum_CastAiCpu_Cast"),  # intraword: as it is
+        ("![p](http://h/x.png)", r"\!\[p\](http\://h/x.png)"),
+        ("[l](javascript:alert(1))", r"\[l\](javascript:alert(1))"),
+        ("_it_ *b* `c` ~s~ $x$ a@b.c", r"\_it\_ \*b\* \`c\` \~s\~ \$x\$ a\@b.c"),
+        ("<b>x</b> &amp;", r"\<b>x\</b> \&amp;"),
+        (":red[x] :material/home:", r":red\[x\] :material/home:"),
+        ("# h", r"\# h"),
+        ("- item", r"\- item"),
+        ("> quote", r"\> quote"),
+        ("1. first", r"1\. first"),
+        ("2) second", r"2\) second"),
+        ("0.986", "0.986"),
+        ("DOUBLE -> FLOAT (1 op)", "DOUBLE -> FLOAT (1 op)"),
+        ("see www.evil.example", r"see www\.evil.example"),
+        ("line one\n# two\n\n- three", "line one # two - three"),  # one line: nothing starts a block
+    ],
+)
+def test_md_text_escapes_what_acts_and_nothing_else(raw, escaped):
+    from app.text import md_text
+
+    assert md_text(raw) == escaped
+
+
+def test_code_spans_and_plotly_text():
+    from app.text import md_code, plain, template_text
+
+    assert md_code("plog-1.log:5") == "`plog-1.log:5`"
+    assert md_code("a`b") == "``a`b``" and md_code("`x") == "`` `x ``"
+    assert plain("<a href=http://x>t</a> & y") == "&lt;a href=http://x&gt;t&lt;/a&gt; &amp; y"
+    assert template_text("50%{x}<b>") == "50&#37;{x}&lt;b&gt;"
