@@ -95,10 +95,10 @@ def payload_db(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
 
 
 def _markdown_sources(at) -> list[str]:  # noqa: ANN001
-    """Every text an AppTest page hands to Streamlit's Markdown renderer: bodies and widget labels / help."""
+    """Every text an AppTest page hands to Streamlit's Markdown renderer: bodies, labels, metric values, tables."""
     kinds = ("title", "header", "subheader", "markdown", "caption", "info", "warning", "error", "success")
     out = [str(e.value) for k in kinds for e in getattr(at, k)]
-    out += [str(m.label) for m in at.metric] + [str(e.label) for e in at.expander]
+    out += [f"{m.label} {m.value}" for m in at.metric] + [str(e.label) for e in at.expander]
     out += [str(b.label) for b in at.button] + [str(t.label) for t in at.tabs]
     for t in at.table:  # st.table draws its cells (and its index) as Markdown too
         df = t.value
