@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from app import data
+from app.text import md_cells, md_code, md_text
 from diag.analyses.evidence_view import Block, LogLines, RunClock, Table, TimeRange
 
 
@@ -20,9 +21,9 @@ def clock_of(fp: str, run_id: int | None) -> RunClock:
 
 def _table(t: Table) -> None:
     if t.title:
-        st.caption(t.title)
+        st.caption(md_text(t.title))
     # a static table: it wraps long op names and paths, and sizes itself to its rows
-    st.table(pd.DataFrame(t.rows, columns=t.columns).set_index(t.columns[0]))
+    st.table(pd.DataFrame(md_cells(t.rows), columns=t.columns).set_index(t.columns[0]))
     if t.more:
         st.caption(f"… {t.more} more row(s) (see the JSON)")
 
@@ -30,18 +31,18 @@ def _table(t: Table) -> None:
 def _log(block: LogLines) -> None:
     for line in block.lines:
         meta = " · ".join(
-            x
+            md_text(x)
             for x in (line.time, f"rank {line.rank}" if line.rank != "—" else "", line.code, line.note)
             if x and x != "—"
         )
-        st.caption(f"`{line.where}`" + (f" · {meta}" if meta else ""), help=line.path or None)
+        st.caption(md_code(line.where) + (f" · {meta}" if meta else ""), help=md_text(line.path) or None)
         st.code("\n".join([line.text, *("  " + c for c in line.context)]), language=None, wrap_lines=True)
     if block.more:
         st.caption(f"… {block.more} more line(s)")
 
 
 def _range(r: TimeRange, clock: RunClock, key: str) -> None:
-    st.caption(f"Time range: {r.text}")
+    st.caption(f"Time range: {md_text(r.text)}")
     if r.in_run and clock.run_id is not None and st.button("Open in the timeline", key=key):
         data.open_in_timeline(clock.run_id, r.start_ns, r.end_ns)
         st.switch_page("app_pages/03_timeline.py")

@@ -12,6 +12,7 @@ if str(ROOT) not in sys.path:  # `streamlit run app/main.py` puts app/ on the pa
     sys.path.insert(0, str(ROOT))
 
 from app import data, state  # noqa: E402
+from app.text import md_code  # noqa: E402
 from diag.errors import DiagError  # noqa: E402
 
 # An emoji favicon is drawn by the browser from a data: URL; a ":material/…:" favicon is fetched from an external
@@ -45,7 +46,7 @@ except DiagError as exc:
 page.run()
 
 with st.sidebar:  # after the page ran, so that it shows the page's choice
-    st.caption(f"database: `{data.db_path()}`")
+    st.caption(f"database: {md_code(data.db_path())}")
     run_id = state.selected_run()
     if run_id is not None:
         step = state.selected_step()

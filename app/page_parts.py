@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app.text import md_text
 from diag.analyses.counts import KernelCounts
 
 
@@ -16,4 +17,4 @@ def kernel_count_metrics(counts: KernelCounts) -> None:
         "kernels per step", "—" if counts.kernels_per_step is None else f"{counts.kernels_per_step:,.1f}"
     )
     if counts.note():
-        st.info(f"Data quality: {counts.note()}")
+        st.info(f"Data quality: {md_text(counts.note())}")  # it names the files

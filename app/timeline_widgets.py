@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
+from app.text import plain, template_text
 from diag.analyses.timeline import Timeline
 
 KIND_COLORS = {
@@ -57,8 +58,14 @@ def _times(df: pd.DataFrame, start: str, dur: str, origin: int) -> pd.Series:
     return starts + " · dur " + df[dur].map(ms_label)
 
 
+def _as_text(df: pd.DataFrame, columns: tuple[str, ...]) -> None:
+    """Thread, op and kind names come from the trace: Plotly would draw their <a>, <b>, <br> as markup."""
+    for col in columns:
+        df[col] = df[col].map(lambda v: plain(v) if isinstance(v, str) else v)
+
+
 def timeline_figure(tl: Timeline) -> go.Figure:
-    lanes = list(tl.lanes)
+    lanes = [plain(lane) for lane in tl.lanes]
     fig = go.Figure()
     origin = tl.run_start_ns
     if tl.mode == "events" and tl.events is not None and tl.events.num_rows:
@@ -67,20 +74,23 @@ def timeline_figure(tl: Timeline) -> go.Figure:
         df["dur_ms"] = df["dur_ns"].clip(lower=1) / 1e6
         df["detail"] = df["detail"].fillna("")
         df["times"] = _times(df, "start_ns", "dur_ns", origin)
+        _as_text(df, ("lane", "name", "detail"))
         for kind, part in df.groupby("kind", sort=True):
             color = KIND_COLORS.get(kind, "#7f7f7f")
             if kind == "OVERLAP":
                 color = part["name"].map(OVERLAP_COLORS).fillna("#17becf").tolist()
             fig.add_trace(
                 go.Bar(
-                    name=kind,
+                    name=plain(kind),
                     orientation="h",
                     y=part["lane"],
                     x=part["dur_ms"],
                     base=part["start_ms"],
                     marker=dict(color=color, line=dict(width=1.5 if kind == "AI_CPU" else 0, color="black")),
                     customdata=part[["name", "detail", "times"]].to_numpy(),
-                    hovertemplate="<b>%{customdata[0]}</b><br>" + kind + "<br>%{customdata[1]}<br>"
+                    hovertemplate="<b>%{customdata[0]}</b><br>"
+                    + template_text(kind)
+                    + "<br>%{customdata[1]}<br>"
                     "%{customdata[2]}<extra>%{y}</extra>",
                 )
             )
@@ -103,6 +113,7 @@ def timeline_figure(tl: Timeline) -> go.Figure:
         df["x_ms"] = _ms(df["bin_start_ns"] + df["bin_ns"] / 2, origin)
         df["occupancy"] = (df["busy_ns"] / df["bin_ns"]).clip(upper=1.0) * 100
         df["times"] = _times(df, "bin_start_ns", "bin_ns", origin).str.replace("start", "bin from", n=1)
+        _as_text(df, ("lane", "top_kind"))
         fig.add_trace(
             go.Heatmap(
                 x=df["x_ms"],

@@ -6,9 +6,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from app.glossary import help_for
+from app.text import md_text, plain
 from diag.analyses.stall_breakdown import BUCKET_LABELS, BUCKETS, Breakdown
-from diag.report import md_escape
-
 
 RUNS_COLUMNS = {  # the columns a person reads first come first; the long source path last
     "run_id": "run",
@@ -175,8 +174,8 @@ def compare_classes_figure(cmp) -> go.Figure:  # noqa: ANN001
     ):
         fig.add_trace(
             go.Bar(
-                name=f"{side}: {run['name']} ({run['platform']})",
-                x=names,
+                name=plain(f"{side}: {run['name']} ({run['platform']})"),
+                x=[plain(n) for n in names],
                 y=[getattr(c, attr) / 1e6 for c in rows],
                 marker_color=color,
                 hovertemplate=f"%{{x}}: %{{y:.3f}} ms/step<extra>{side}</extra>",
@@ -262,4 +261,4 @@ def serving_comparison_frame(cmp: dict) -> pd.DataFrame:
 
 def md(text: object) -> str:
     """File-derived text for st.markdown / labels: shown literally, never as markup or links."""
-    return md_escape(text)
+    return md_text(text)

@@ -7,6 +7,7 @@ import streamlit as st
 from app import data, page_parts, state, widgets
 from app.glossary import help_for
 from app.tables import MISSING, show_table
+from app.text import md_text
 
 WHOLE_RUN = "whole run"
 
@@ -59,7 +60,9 @@ if steps:
     state.select_step(None if choice == WHOLE_RUN else choice)
 
 with st.expander("Delete this run"):
-    st.write(f"Removes run **{labels[run_id]}** and every row stored from its files. This cannot be undone.")
+    st.markdown(
+        f"Removes run **{md_text(labels[run_id])}** and every row stored from its files. This cannot be undone."
+    )
     sure = st.checkbox("I am sure", key="delete_sure")
     if st.button("Delete run", disabled=not sure, type="primary", key="delete_run"):
         data.delete_run(run_id)

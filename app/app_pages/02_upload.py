@@ -6,6 +6,7 @@ import streamlit as st
 
 from app import data, state, widgets
 from app.tables import show_table
+from app.text import md_text
 from diag.uploads import Upload, describe_stored, run_to_select
 
 st.title("Upload")
@@ -28,7 +29,7 @@ if st.button("Ingest", type="primary", disabled=not chosen, key="ingest"):
 
     def advance(outcome) -> None:  # noqa: ANN001
         done["bytes"] += outcome.size_bytes
-        bar.progress(min(1.0, done["bytes"] / total), text=f"{outcome.status}: {outcome.source}")
+        bar.progress(min(1.0, done["bytes"] / total), text=f"{outcome.status}: {md_text(outcome.source)}")
 
     outcomes = data.ingest([Upload(f.name, f, f.size) for f in chosen], on_file_done=advance)
     bar.progress(1.0, text="done")
@@ -56,8 +57,8 @@ if outcomes:
             "\n".join(f"- {widgets.md(line)}" for line in describe_stored(outcomes)) or "Nothing to store."
         )
     for o in failed:
-        st.error(o["message"] or f"{o['path']}: failed")
+        st.error(md_text(o["message"] or f"{o['path']}: failed"))
     for o in outcomes:
         if o["status"] == "partial":
-            st.warning(f"{o['path']}: {o['message']}")
+            st.warning(md_text(f"{o['path']}: {o['message']}"))
     show_table(widgets.outcomes_frame(outcomes))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app import data, timeline_widgets
+from app.text import md_text
 
 WHOLE_RUN, CUSTOM = "whole run", "custom window"
 
@@ -101,7 +102,7 @@ window = (origin + int(lo_ms * 1e6), origin + int(hi_ms * 1e6))
 focus = st.session_state.get("tl_focus")
 if focus and tuple(focus[1]) == tuple(st.session_state.get("tl_window") or ()):
     st.caption(
-        f"Opened on the first call of **{focus[0]}** in the range asked for; pick “whole run” or widen the window "
+        f"Opened on the first call of **{md_text(focus[0])}** in the range asked for; pick “whole run” or widen the window "
         "to see its other calls."
     )
 tl = data.timeline(fp, run_id, window[0], window[1], data.TIMELINE_MAX_MARKS)

@@ -9,6 +9,7 @@ from app import data
 from app.app_pages import run_picker
 from app.glossary import help_for
 from app.tables import show_table
+from app.text import md_text
 
 st.title("CPU fallback ops")
 fp = data.fingerprint()
@@ -28,10 +29,10 @@ if not device:
 for i, o in enumerate(device):
     with st.container(border=True):
         st.markdown(
-            f"**{o.op_type}** — {o.count} task(s), {o.total_ns / 1e6:,.3f} ms "
+            f"**{md_text(o.op_type)}** — {o.count} task(s), {o.total_ns / 1e6:,.3f} ms "
             f"({(o.share_of_step_pct or 0):.2f}% of device time), longest {o.max_ns / 1e3:,.1f} µs"
         )
-        st.write(o.hint)
+        st.markdown(md_text(o.hint))
         show_table(
             pd.DataFrame(
                 {
@@ -45,7 +46,7 @@ for i, o in enumerate(device):
         if o.log_evidence:
             with st.expander(f"log lines naming this op ({len(o.log_evidence)})"):
                 for rec in data.log_lines(fp, tuple(o.log_evidence[:20])):
-                    st.caption(f"{rec['file']}:{rec['line_no']}")
+                    st.caption(md_text(f"{rec['file']}:{rec['line_no']}"))
                     st.code(rec["raw"], language=None)
         if o.call_stack:
             with st.expander("call stack"):

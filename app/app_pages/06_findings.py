@@ -6,6 +6,7 @@ import streamlit as st
 
 from app import data, evidence
 from app.app_pages import run_picker
+from app.text import md_text
 from diag.analyses.evidence_view import finding_blocks
 
 SEVERITY = {
@@ -30,10 +31,10 @@ st.caption(
 for i, f in enumerate(items):
     with st.container(border=True):
         st.markdown(
-            f"{SEVERITY.get(f.severity, f.severity)} **{f.title}**  \n"
-            f"impact {f.impact_pct:.2f}% · {f.impact_ns / 1e6:,.3f} ms · {f.category}"
+            f"{SEVERITY.get(f.severity, f.severity)} **{md_text(f.title)}**  \n"
+            f"impact {f.impact_pct:.2f}% · {f.impact_ns / 1e6:,.3f} ms · {md_text(f.category)}"
         )
-        st.write(f.suggestion)
+        st.markdown(md_text(f.suggestion))
         blocks = finding_blocks(f.evidence, f.start_ns, f.end_ns, clock, f.category)
         if blocks:
             with st.expander("evidence"):

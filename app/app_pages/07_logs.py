@@ -12,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from app import data, evidence
+from app.text import md_code, md_text
 from diag.analyses import log_diagnosis as diagnosis
 from diag.analyses import log_episodes
 from diag.analyses.evidence_view import MISSING, RunClock, log_blocks
@@ -117,13 +118,13 @@ for c in causes:
         echo = f" · likely an echo of **#{c.echo_of}**" if c.echo_of else ""
         ranks = f" · rank {', '.join(map(str, c.ranks))}" if c.ranks else ""
         st.markdown(
-            f"**#{c.rank}** {SEVERITY.get(c.severity, c.severity)} **{c.title}** · {c.role}{echo}{ranks} · "
+            f"**#{c.rank}** {SEVERITY.get(c.severity, c.severity)} **{md_text(c.title)}** · {md_text(c.role)}{echo}{ranks} · "
             f"{c.count} record(s) · first {_time(c.first_ns)}"
         )
-        st.write(c.explanation)
-        st.markdown(f"**Fix:** {c.fix}")
+        st.markdown(md_text(c.explanation))
+        st.markdown(f"**Fix:** {md_text(c.fix)}")
         if c.codes:
-            st.caption(" · ".join(f"`{k['code']}` {k.get('meaning', '')}" for k in c.codes))
+            st.caption(" · ".join(f"{md_code(k['code'])} {md_text(k.get('meaning', ''))}" for k in c.codes))
         blocks = log_blocks([asdict(e) for e in c.evidence])
         if blocks:
             with st.expander("evidence"):
@@ -187,7 +188,7 @@ if rows:
     )
     here = rows[pick]
     around = _context(fp, here["file_id"], here["record_no"])
-    st.caption(f"{here['source']} — lines around line {here['line_no']} (the record is marked ▶)")
+    st.caption(f"{md_text(here['source'])} — lines around line {here['line_no']} (the record is marked ▶)")
     st.code(
         "\n".join(
             ("▶ " if r["record_no"] == here["record_no"] else "  ") + r["raw"].replace("\n", "\n  ")

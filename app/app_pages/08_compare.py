@@ -8,6 +8,7 @@ import streamlit as st
 from app import data, state, widgets
 from app.glossary import help_for
 from app.tables import show_table
+from app.text import md_text
 
 OTHER_PLATFORM = {"ascend": "cuda", "cuda": "ascend", "rocm": "ascend"}
 
@@ -50,9 +51,9 @@ if run_a == run_b:
     st.stop()
 cmp = data.comparison(fp, run_a, run_b)
 for w in cmp.warnings:
-    st.warning(w)
+    st.warning(md_text(w))
 for note in cmp.notes():
-    st.info(f"Data quality: {note}")
+    st.info(f"Data quality: {md_text(note)}")
 e2e = next(o for o in cmp.overall if o["bucket"] == "e2e")
 m = st.columns(5)
 m[0].metric("A device time / step", widgets.ms_text(e2e["per_step_a_ms"]), help=help_for("E2E"))
@@ -61,14 +62,14 @@ m[2].metric("A / B", "—" if e2e["ratio"] is None else f"{e2e['ratio']:.2f}×")
 loss = cmp.biggest_loss()  # over every bucket: idle, AI CPU, exposed communication and copies too
 m[3].metric(
     "biggest loss",
-    loss["label"] if loss else "—",
+    md_text(loss["label"]) if loss else "—",
     f"+{loss['delta_per_step_ms']:.3f} ms/step" if loss else None,
     delta_color="inverse",
 )
 top = cmp.top_losses(1)
 m[4].metric(
     "biggest op-class loss",
-    top[0].op_class if top else "—",
+    md_text(top[0].op_class) if top else "—",
     f"+{top[0].delta_per_step_ms:.3f} ms/step" if top else None,
     delta_color="inverse",
 )
@@ -123,11 +124,11 @@ serving = data.serving_comparison_for_runs(fp, run_a, run_b)
 if serving:
     st.subheader("Serving figures of the two deployments")
     st.caption(
-        f"A: {serving['a']['label']} · B: {serving['b']['label']} — serving results stored beside each profile "
+        f"A: {md_text(serving['a']['label'])} · B: {md_text(serving['b']['label'])} — serving results stored beside each profile "
         "(judged on the Serving acceptance page)."
     )
     for w in serving["warnings"]:
-        st.warning(w)
+        st.warning(md_text(w))
     for line in serving["headline"]:
         st.error(line)
     show_table(widgets.serving_comparison_frame(serving))

@@ -9,6 +9,7 @@ import streamlit as st
 
 from app import data, evidence
 from app.app_pages import run_picker
+from app.text import md_cells, md_text, plain
 from diag import report
 from diag.analyses.evidence_view import RunClock, evidence_blocks
 from diag.analyses.postmortem_model import Postmortem
@@ -37,7 +38,9 @@ def _save_notes(run_id: int | None, job_id: int | None) -> None:
 
 def _table(columns: tuple[str, ...] | list[str], rows: list[list[str]]) -> None:
     if rows:
-        st.table(pd.DataFrame(rows, columns=list(columns)).set_index(columns[0]))
+        st.table(
+            pd.DataFrame(md_cells(rows), columns=list(columns)).set_index(columns[0])
+        )  # cells are Markdown
 
 
 def _statement(stmt: dict, clock: RunClock, key: str) -> None:
@@ -89,7 +92,7 @@ def _report(pm: Postmortem) -> None:
         fig = go.Figure(
             go.Bar(
                 x=[c["ns"] / 1e6 for c in rows],
-                y=[c["label"] for c in rows],
+                y=[plain(c["label"]) for c in rows],
                 orientation="h",
                 text=[f"{c['pct']:.1f}%" for c in rows],
                 hovertemplate="%{y}: %{x:.3f} ms<extra></extra>",
@@ -102,19 +105,21 @@ def _report(pm: Postmortem) -> None:
     if pm.comparison:
         st.subheader("Baseline comparison: top op classes losing time")
         for w in pm.comparison.get("warnings", []):
-            st.warning(f"Not comparable: {w}")
+            st.warning(f"Not comparable: {md_text(w)}")
         _table(report.COMPARISON_COLUMNS, report.comparison_rows(pm))
     for name, warnings, columns, rows in report.serving_tables(pm):
-        st.subheader(name)
+        st.subheader(md_text(name))
         for w in warnings:
-            st.warning(w)
+            st.warning(md_text(w))
         _table(columns, rows)
     if report.rank_rows(pm):
         st.subheader("Ranks")
         _table(report.RANK_COLUMNS, report.rank_rows(pm))
     st.subheader("Environment")
     for d in pm.environment_diff:
-        st.warning(f"Ranks differ in {d['key']}: " + "; ".join(f"{k}: {v}" for k, v in d["values"].items()))
+        st.warning(
+            md_text(f"Ranks differ in {d['key']}: " + "; ".join(f"{k}: {v}" for k, v in d["values"].items()))
+        )
     if not pm.environment:
         st.caption("No profiling run in scope: versions unknown.")
     _table(("setting", "value"), report.environment_rows(pm))

@@ -7,6 +7,7 @@ import streamlit as st
 
 from app import data, widgets
 from app.tables import show_table
+from app.text import md_text
 
 BADGE = {"pass": ":green-badge[pass]", "fail": ":red-badge[fail]", "n/a": ":gray-badge[n/a]"}
 
@@ -103,7 +104,7 @@ if a == b:
     st.stop()
 cmp = data.serving_comparison(fp, a, b)
 for w in cmp["warnings"]:
-    st.warning(w)
+    st.warning(md_text(w))
 for line in cmp["headline"]:
     st.error(line)
 show_table(widgets.serving_comparison_frame(cmp))
