@@ -18,13 +18,51 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 
 from tests.conftest import ROOT
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
+BROWSER_ARGS = [  # headless in a container, and nothing of the browser's own that would call out
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+# the sidebar link of each page and the heading it shows (app/main.py PAGES, each page's st.title)
+PAGE_HEADINGS = [
+    ("Runs", "Runs"),
+    ("Upload", "Upload"),
+    ("Timeline", "Timeline"),
+    ("Stalls", "Stalls"),
+    ("Fallback ops", "CPU fallback ops"),
+    ("Findings", "Findings"),
+    ("Logs", "Logs"),
+    ("Ascend vs CUDA", "Ascend vs CUDA"),
+    ("Postmortem", "Postmortem"),
+    ("Serving acceptance", "Serving acceptance"),
+    ("Cluster", "Cluster"),
+    ("Glossary", "Glossary"),
+]
+
+
+LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+LOCAL_SCHEMES = {"data", "blob", "about", "chrome", "chrome-extension"}
+
+
+def is_local(url: str) -> bool:
+    """A request that stays on this machine (the app itself, or the browser's own data / blob / about URLs)."""
+    parsed = urlparse(url)
+    return parsed.scheme in LOCAL_SCHEMES or parsed.hostname in LOCAL_HOSTS
+
+
+def launch(playwright):  # noqa: ANN001, ANN201 — playwright's own types
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
 
 
 def require_browser() -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser_app import CHROMIUM, require_browser, serve_app
+from tests.browser_app import BROWSER_ARGS, CHROMIUM, require_browser, serve_app
 from tests.conftest import REAL_AICPU_TRACE, REAL_LEVEL2, cli_json, query
 
 pytestmark = pytest.mark.browser
@@ -40,14 +40,7 @@ def test_upload_archive_in_browser_adds_a_run(served, tmp_path):
     with sync_playwright() as p:
         browser = p.chromium.launch(
             executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
+            args=BROWSER_ARGS,
         )
         page = browser.new_page(viewport={"width": 1600, "height": 2000})
         page.goto(url)

@@ -8,29 +8,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from urllib.parse import urlparse
 
 import pytest
 
-from tests.browser_app import CHROMIUM, require_browser, serve_app
+from tests.browser_app import PAGE_HEADINGS, is_local, launch, require_browser, serve_app
 
 pytestmark = pytest.mark.browser
-LOCAL_HOSTS = {"127.0.0.1", "localhost"}
-LOCAL_SCHEMES = {"data", "blob", "about", "chrome", "chrome-extension"}
-PAGE_HEADINGS = [  # sidebar link → the page's title
-    ("Runs", "Runs"),
-    ("Upload", "Upload"),
-    ("Timeline", "Timeline"),
-    ("Stalls", "Stalls"),
-    ("Fallback ops", "CPU fallback ops"),
-    ("Findings", "Findings"),
-    ("Logs", "Logs"),
-    ("Ascend vs CUDA", "Ascend vs CUDA"),
-    ("Postmortem", "Postmortem"),
-    ("Serving acceptance", "Serving acceptance"),
-    ("Cluster", "Cluster"),
-    ("Glossary", "Glossary"),
-]
 
 
 @pytest.fixture
@@ -41,11 +24,6 @@ def served_samples(tmp_path: Path):
         yield app.url
 
 
-def _is_local(url: str) -> bool:
-    parsed = urlparse(url)
-    return parsed.scheme in LOCAL_SCHEMES or parsed.hostname in LOCAL_HOSTS
-
-
 def test_no_request_leaves_the_machine_while_every_page_loads(served_samples, tmp_path):
     from playwright.sync_api import sync_playwright
 
@@ -53,12 +31,9 @@ def test_no_request_leaves_the_machine_while_every_page_loads(served_samples, tm
     shots.mkdir(parents=True, exist_ok=True)
     outside: list[str] = []
     with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
-        )
+        browser = launch(p)
         page = browser.new_page(viewport={"width": 1600, "height": 1200})
-        page.on("request", lambda req: None if _is_local(req.url) else outside.append(req.url))
+        page.on("request", lambda req: None if is_local(req.url) else outside.append(req.url))
         page.goto(served_samples)
         page.get_by_role("heading", name="Runs").wait_for(timeout=60_000)
         for i, (link, heading) in enumerate(PAGE_HEADINGS):
@@ -70,4 +45,4 @@ def test_no_request_leaves_the_machine_while_every_page_loads(served_samples, tm
         favicon = page.eval_on_selector("link[rel='shortcut icon']", "el => el.href")
         browser.close()
     assert outside == []
-    assert _is_local(favicon), favicon
+    assert is_local(favicon), favicon

@@ -32,35 +32,14 @@ from typing import Any
 
 import pytest
 
-from tests.browser_app import CHROMIUM, require_browser, serve_app
+from tests.browser_app import BROWSER_ARGS, CHROMIUM, PAGE_HEADINGS, require_browser, serve_app
 
 pytestmark = pytest.mark.browser
 POSTMORTEM_MAX_PX = 6000
 SHOT_MAX_PX = 16000
-# the sidebar link of each page and the heading it shows (app/main.py PAGES, each page's st.title)
-PAGES = {
-    "Runs": "Runs",
-    "Upload": "Upload",
-    "Timeline": "Timeline",
-    "Stalls": "Stalls",
-    "Fallback ops": "CPU fallback ops",
-    "Findings": "Findings",
-    "Logs": "Logs",
-    "Ascend vs CUDA": "Ascend vs CUDA",
-    "Postmortem": "Postmortem",
-    "Serving acceptance": "Serving acceptance",
-    "Cluster": "Cluster",
-}
+PAGES = dict(PAGE_HEADINGS)
 ERROR_TEXT = re.compile(r"Traceback \(most recent call last\)|\b[A-Z]\w*Error\b|\bError\b")
 DETAILS_TAG = re.compile(r"</?details>")
-BROWSER_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 # Every cell of every st.dataframe on the page, as {"grid", "column", "row", "text"}: each grid's scroller is
 # stepped through its whole area and the accessibility table's cells in view are read at each step.

@@ -108,4 +108,6 @@ def test_dockerignore_keeps_the_context_small(pattern: str) -> None:
 def test_readme_documents_docker_run() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "docker build -t diag ." in readme
-    assert re.search(r"docker run [^\n]*-p (?:127\.0\.0\.1:)?8501:8501[^\n]*-v [^\n]*:/data[^\n]* diag", readme)
+    assert re.search(
+        r"docker run [^\n]*-p (?:127\.0\.0\.1:)?8501:8501[^\n]*-v [^\n]*:/data[^\n]* diag", readme
+    )

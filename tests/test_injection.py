@@ -9,17 +9,14 @@ no payload element in the DOM), and the HTML / Markdown reports are checked the 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES, REAL_AICPU_TRACE, ROOT, SAMPLES, cli_json, open_page, query, run_cli
+from tests.browser_app import CHROMIUM, PAGE_HEADINGS, is_local, launch, require_browser, serve_app
+from tests.conftest import FIXTURES, REAL_AICPU_TRACE, SAMPLES, cli_json, open_page, query, run_cli
 
 OP = "![p](http://127.0.0.1:9/x.png)<img src=x onerror=alert(1)>**b**"
 MODEL = "[l](javascript:alert(1))"
@@ -162,20 +159,7 @@ def test_timeline_shows_thread_and_op_names_literally(payload_db, monkeypatch):
 
 
 PAYLOAD_URL_PARTS = ("x.png", "javascript:", "http://x", "127.0.0.1:9", "onerror")
-OPEN_PAGE_HEADINGS = [  # sidebar link → the page's title
-    ("Runs", "Runs"),
-    ("Upload", "Upload"),
-    ("Timeline", "Timeline"),
-    ("Stalls", "Stalls"),
-    ("Fallback ops", "CPU fallback ops"),
-    ("Findings", "Findings"),
-    ("Logs", "Logs"),
-    ("Ascend vs CUDA", "Ascend vs CUDA"),
-    ("Postmortem", "Postmortem"),
-    ("Serving acceptance", "Serving acceptance"),
-    ("Cluster", "Cluster"),
-    ("Glossary", "Glossary"),
-]
+OPEN_PAGE_HEADINGS = PAGE_HEADINGS
 # every element that could fetch, link or run, with the attribute that would carry the payload
 DOM_PROBE = """() => [...document.querySelectorAll('img, a, script, iframe, image, source, link, object, embed')]
     .map(e => [e.tagName, e.getAttribute('src') || e.getAttribute('href') || e.getAttribute('xlink:href') || '',
@@ -184,32 +168,10 @@ DOM_PROBE = """() => [...document.querySelectorAll('img, a, script, iframe, imag
 
 @pytest.fixture
 def served_payload(payload_db, tmp_path):
-    from tests.test_browser_e2e import CHROMIUM, _free_port, _wait_http
-
-    if CHROMIUM is None:
-        pytest.skip("Debian's chromium is not installed")
-    pytest.importorskip("playwright")
+    require_browser()
     db, _ = payload_db
-    port = _free_port()
-    env = {**os.environ, "DIAG_UPLOAD_DIR": str(tmp_path / "uploads")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "diag.cli", "app", "--db", str(db), "--port", str(port), "--no-samples"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        _wait_http(f"http://127.0.0.1:{port}", timeout=120)
-        yield f"http://127.0.0.1:{port}", CHROMIUM
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with serve_app(db, tmp_path / "uploads") as app:
+        yield app.url, CHROMIUM
 
 
 def _from_payload(value: str) -> bool:
@@ -218,7 +180,6 @@ def _from_payload(value: str) -> bool:
 
 @pytest.mark.browser
 def test_no_page_fetches_links_or_runs_a_payload_in_a_browser(served_payload):
-    from urllib.parse import urlparse
 
     from playwright.sync_api import sync_playwright
 
@@ -227,13 +188,9 @@ def test_no_page_fetches_links_or_runs_a_payload_in_a_browser(served_payload):
     found: dict[str, list] = {}
     dialogs: list[str] = []
     with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=chromium,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
-        )
+        browser = launch(p)
         page = browser.new_page(viewport={"width": 1600, "height": 1200})
-        page.on("request", lambda r: None if urlparse(r.url).hostname in ("127.0.0.1", "localhost") or
-                urlparse(r.url).scheme in ("data", "blob", "about") else outside.append(r.url))  # fmt: skip
+        page.on("request", lambda r: None if is_local(r.url) else outside.append(r.url))
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
         page.goto(url)
         page.get_by_role("heading", name="Runs").wait_for(timeout=60_000)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser_app import CHROMIUM, require_browser, serve_app
+from tests.browser_app import BROWSER_ARGS, CHROMIUM, require_browser, serve_app
 from tests.conftest import FIXTURES, SAMPLES, cli_json, open_page
 
 MAX_POSTMORTEM_PX = 6000
@@ -143,7 +143,7 @@ def test_postmortem_page_height_in_a_browser(served_samples, tmp_path):
     shots.mkdir(parents=True, exist_ok=True)
     heights = {}
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.goto(served_samples + "/postmortem")
         page.get_by_role("heading", name="Postmortem", exact=True).wait_for(timeout=60_000)
