@@ -233,3 +233,19 @@ def test_a_real_binary_file_named_like_a_log_is_still_refused(tmp_path):
     path.write_bytes(bytes(range(256)) * 64)
     (outcome,) = _ingest(tmp_path / "b.duckdb", path)
     assert outcome.status in ("failed", "skipped") and outcome.rows == {}
+
+
+def test_rich_markup_in_a_path_or_a_first_line_is_printed_as_text_and_the_batch_goes_on(tmp_path):
+    odd = tmp_path / "run[" / "red][bold]x"  # the path reads ".../run[/red][bold]x": a closing tag
+    odd.mkdir(parents=True)
+    shutil.copy(KINETO, odd / "t.json")
+    first_line = tmp_path / "notes[bold].txt"
+    first_line.write_text("[/red] [bold]not a trace[/bold] [link=http://x]y[/link]\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "diag.cli", "ingest", str(first_line), str(odd), "--db", str(tmp_path / "m.duckdb")],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert "Traceback" not in out and "MarkupError" not in out
+    assert "[/red] [bold]not a trace[/bold]" in out  # the first line, shown as it is
+    assert "run[/red][bold]x" in out and "1 ok" in out  # the other input is ingested
