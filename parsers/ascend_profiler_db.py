@@ -88,7 +88,7 @@ def db_tables(path: Path) -> set[str] | None:
             return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         finally:
             con.close()
-    except sqlite3.Error:
+    except (sqlite3.Error, UnicodeDecodeError):
         return None
 
 
@@ -131,7 +131,7 @@ class AscendProfilerDbParser:
         try:
             src = open_readonly(ctx.path)
             ex = Export(src)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, UnicodeDecodeError) as exc:  # a table or column name that is not UTF-8
             raise BadInputError(ctx.display, f"cannot open as SQLite: {one_line(exc)}") from None
         result = ParseResult()
         plan = [(t, self._cols(ex, t, c), "") for t, c in TABLES.items() if t in ex.columns]

@@ -170,7 +170,7 @@ class AnalysisDbParser:
                         result.add(target, _insert(ctx, target, mapper(_rows(con, table))))
             finally:
                 con.close()
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, UnicodeDecodeError) as exc:  # a column name that is not UTF-8 (a damaged file)
             raise BadInputError(ctx.display, f"cannot read as SQLite: {one_line(exc)}") from None
         return result
 

@@ -249,3 +249,25 @@ def test_rich_markup_in_a_path_or_a_first_line_is_printed_as_text_and_the_batch_
     assert "Traceback" not in out and "MarkupError" not in out
     assert "[/red] [bold]not a trace[/bold]" in out  # the first line, shown as it is
     assert "run[/red][bold]x" in out and "1 ok" in out  # the other input is ingested
+
+
+def _sqlite_with_a_non_utf8_column(path: Path, table: str) -> Path:
+    import sqlite3
+
+    con = sqlite3.connect(path)
+    con.execute(f'CREATE TABLE "{table}" (zzzzzz INTEGER, step INTEGER)')
+    con.execute(f'INSERT INTO "{table}" VALUES (1, 2)')
+    con.commit()
+    con.close()
+    data = path.read_bytes()
+    assert data.count(b"zzzzzz") == 1  # the name, in the table's CREATE statement only
+    path.write_bytes(data.replace(b"zzzzzz", b"\xe7\x9a\xe7\x9a\xe7\x9a"))  # bytes a fuzzer flipped
+    return path
+
+
+def test_a_profiler_db_whose_column_name_is_not_utf8_is_refused_in_one_line(tmp_path):
+    # found by bench/reliability.py's fuzz: sqlite3 decodes column names strictly (UnicodeDecodeError)
+    path = _sqlite_with_a_non_utf8_column(tmp_path / "analysis.db", "StepTraceTime")
+    (outcome,) = _ingest(tmp_path / "u.duckdb", path)
+    assert outcome.status == "failed" and outcome.parser == "ascend_analysis_db"
+    assert outcome.message.startswith(f"{path}: cannot read as SQLite: ") and "\n" not in outcome.message
