@@ -169,7 +169,9 @@ DOM_PROBE = """() => [...document.querySelectorAll('img, a, script, iframe, imag
 @pytest.fixture
 def served_payload(payload_db, tmp_path):
     require_browser()
-    db, _ = payload_db
+    # a copy: the AppTests of this module hold the payload database open for writing in this process
+    db = tmp_path / "served.duckdb"
+    shutil.copy(payload_db[0], db)
     with serve_app(db, tmp_path / "uploads") as app:
         yield app.url, CHROMIUM
 
