@@ -296,7 +296,7 @@ class _Insert:
 
 class NsysSqliteParser:
     name = "nsys_sqlite"
-    version = 1
+    version = 2  # 2: GPU tables without start/end, or all empty, are refused, not stored ok with 0 rows (#18)
     platform = "cuda"
     run_per_file = True
 
