@@ -27,7 +27,7 @@ from diag.discover import Candidate, Discoverer, run_key_of, sha256_of
 from diag.errors import BadInputError, FileTooLargeError, UnsupportedFormatError
 from diag.grouping import regroup
 from diag.identity import Identity, Plan, find_run, plan, run_of
-from diag.store import Store, default_memory_limit, ingest_memory_limit, q
+from diag.store import Store, default_memory_limit, ingest_memory_limit, q, write_failure
 from parsers import ParseContext, Probe, detect
 from parsers._io import RetryLenient, one_line
 
@@ -252,6 +252,8 @@ class Ingestor:
         except BadInputError as exc:
             outcome.message = str(exc)
         except duckdb.Error as exc:
+            if full := write_failure(self.store.path, exc):  # the database is invalidated: stop the batch
+                raise full from None
             outcome.message = f"{cand.source}: {one_line(exc)}"
         except Exception as exc:  # a parser bug must not stop the batch nor leave half a file
             outcome.message = f"{cand.source}: internal error ({type(exc).__name__}: {one_line(exc)})"

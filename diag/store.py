@@ -9,6 +9,7 @@ import copy
 import json
 import os
 import re
+import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -127,6 +128,29 @@ def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
             delay = min(delay * 2, 1.0)
 
 
+_WRITE_FAILED = re.compile(
+    r"No space left on device|File too large|Disk quota exceeded|database has been invalidated", re.I
+)
+
+
+def write_failure(path: Path, exc: BaseException) -> StoreError | None:
+    """The one-line error for a database write that failed for want of room (a full disk, a file size limit):
+    DuckDB then invalidates the database and every later statement fails, so the batch must stop here.
+    None for any other error. What was committed before is on disk (DuckDB's WAL and checkpoint are atomic)."""
+    text = str(exc)
+    if not _WRITE_FAILED.search(text):
+        return None
+    try:
+        free = f"{shutil.disk_usage(path.resolve().parent).free / 1e6:,.0f} MB free"
+    except OSError:
+        free = "free space unknown"
+    reason = "file size limit reached (ulimit -f)" if "file too large" in text.lower() else "disk full"
+    return StoreError(
+        f"{path}: {reason} ({free}): could not write the database; the files stored before are intact — "
+        "make room, then run the same `diag ingest` again (it carries on where it stopped)"
+    )
+
+
 class Store:
     def __init__(self, path: str | Path = DEFAULT_DB, read_only: bool = False) -> None:
         self.path = Path(path)
@@ -232,8 +256,13 @@ class Store:
         q(self.con, "BEGIN TRANSACTION")
         try:
             yield self.con
-        except BaseException:
-            q(self.con, "ROLLBACK")
+        except BaseException as exc:
+            try:
+                q(self.con, "ROLLBACK")
+            except duckdb.Error:
+                if write_failure(self.path, exc) is None:
+                    raise
+                # a failed write invalidated the database: the rollback's error would hide why
             raise
         else:
             q(self.con, "COMMIT")

@@ -239,36 +239,70 @@ def json_array_is_complete(path: Path) -> bool:
     return tail.endswith(b"]")
 
 
-def element_ends(path: Path, boundary: re.Pattern[bytes] = _BOUNDARY) -> Iterator[int]:
-    """Offsets just past the ``}`` of top-level elements, from the end of the file backwards.
-
-    Reads growing windows of the file's tail, so a file cut anywhere costs a read of its last few MB only.
-    Callers confirm each candidate with a full parse (a look-alike inside a string is then skipped).
-    """
-    size = path.stat().st_size
-    window, seen_below = 1 << 20, size + 1
+def data_end(path: Path) -> int:
+    """Offset just past the last byte that is not NUL: a crash that pre-allocated the file leaves its tail
+    zero-filled (often sparse, gigabytes of it). Scans back from the end in blocks, so memory stays one block."""
+    pos = path.stat().st_size
     with open(path, "rb") as fh:
-        while True:
-            start = max(0, size - window)
+        while pos > 0:
+            start = max(0, pos - _CHUNK)
             fh.seek(start)
-            tail = fh.read(size - start)
-            for m in reversed(list(boundary.finditer(tail))):
-                cut = start + m.start() + 1
-                if cut < seen_below:
-                    seen_below = cut
-                    yield cut
-            if start == 0:
-                return
-            window *= 4
+            block = fh.read(pos - start)
+            kept = len(block.rstrip(b"\x00"))
+            if kept:
+                return start + kept
+            pos = start
+    return 0
+
+
+def zero_tail_note(size: int, end: int) -> str:
+    """The partial note's words for a zero-filled tail (``end`` < ``size``), or '' when there is none."""
+    if end >= size:
+        return ""
+    return f"; the file is zero bytes from byte {end:,} to its end ({(size - end) / 1e6:,.1f} MB of NULs: a crash)"
+
+
+_BLOCK = 4 << 20  # the tail is searched for element ends this many bytes at a time, backwards
+_OVERLAP = 64 << 10  # bytes past a block kept in view, so a boundary's look-ahead may reach into the next one
+
+
+def element_ends(
+    path: Path, boundary: re.Pattern[bytes] = _BOUNDARY, end: int | None = None
+) -> Iterator[int]:
+    """Offsets just past the ``}`` of top-level elements, from ``end`` (the data's end) backwards.
+
+    Reads the file backwards one block at a time (plus a small overlap), so a file cut anywhere costs a few MB
+    of memory whatever its size. Callers confirm each candidate with a full parse (a look-alike inside a
+    string is then skipped).
+    """
+    stop = path.stat().st_size if end is None else end
+    hi = stop
+    with open(path, "rb") as fh:
+        while hi > 0:
+            lo = max(0, hi - _BLOCK)
+            view_end = min(stop, hi + _OVERLAP)
+            fh.seek(lo)
+            view = fh.read(view_end - lo)
+            starts = [m.start() for m in boundary.finditer(view) if m.start() < hi - lo]
+            at_data_end = view_end == stop
+            for s in reversed(starts):
+                # '$' in a boundary means the end of the data; in an earlier view it is only the view's end
+                if at_data_end or view[s + 1 : s + 4097].strip():
+                    yield lo + s + 1
+            hi = lo
 
 
 def json_array_prefix(
     path: Path, display: str, tmpdir: Path, validate: Callable[[Path], object]
 ) -> tuple[Path, str]:
-    """Write the longest prefix of a truncated JSON array that ends on a complete element, closed with ']'."""
+    """Write the longest prefix of a truncated JSON array that ends on a complete element, closed with ']'.
+
+    A zero-filled tail is skipped first (see ``data_end``); the prefix is copied file to file, never through
+    more than one block of memory."""
     size = path.stat().st_size
+    end = data_end(path)
     out = tmpdir / f"prefix_{path.name}"
-    for tried, cut in enumerate(element_ends(path)):
+    for tried, cut in enumerate(element_ends(path, end=end)):
         if tried >= 8:
             raise BadInputError(display, "truncated JSON array; no complete prefix found", offset=size)
         _copy_prefix(path, out, cut, b"]")
@@ -277,7 +311,10 @@ def json_array_prefix(
         except duckdb.Error:
             out.unlink(missing_ok=True)
             continue
-        return out, f"truncated at byte {size} (file size); stored the complete events up to byte {cut}"
+        return out, (
+            f"truncated at byte {size} (file size); stored the complete events up to byte {cut}"
+            + zero_tail_note(size, end)
+        )
     raise BadInputError(display, "truncated JSON array with no complete event", offset=size)
 
 

@@ -47,7 +47,7 @@ import re
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -58,6 +58,7 @@ import pyarrow as pa
 from diag.errors import BadInputError
 from parsers._base import ParseContext, ParseResult, Probe
 from parsers._io import one_line
+from parsers._line_cap import CutLines, capped_blocks
 from parsers._log_grammar import COLUMNS, LEVELS, parse_lines, split_lines
 from parsers._log_records import enrich, group_records, mark_starts, to_table
 from parsers._log_rules import RULES_PATH, Rule, classify, load_rules  # noqa: F401  (re-exported)
@@ -147,6 +148,7 @@ class _Text:
     nul_bytes: int = 0
     replaced: bool = False
     truncated_last_line: bool = False
+    cut: CutLines = field(default_factory=CutLines)  # lines longer than LINE_CAP, kept as their head
 
 
 def _decode(raw: bytes, seen: _Text) -> str:
@@ -209,14 +211,13 @@ def read_chunks(path: Path, display: str, seen: _Text) -> Iterator[bytes]:
     pending = b""
     with open(path, "rb") as fh:
         first = True
-        while True:
-            chunk = fh.read(BLOCK_BYTES)
-            data = _lone_cr_to_lf(pending + chunk, at_end=len(chunk) < BLOCK_BYTES)
+        for chunk, at_end in capped_blocks(fh, BLOCK_BYTES, seen.cut, normalize=_lone_cr_to_lf):
+            data = pending + chunk
             if first:
                 if _looks_binary(data[:65536]):
                     raise BadInputError(display, "binary content (control bytes), not a text log")
                 data, first = data.removeprefix(b"\xef\xbb\xbf"), False
-            if len(chunk) < BLOCK_BYTES:  # the end of the file
+            if at_end:
                 if data:
                     seen.truncated_last_line = not data.endswith(b"\n")
                     yield data
@@ -296,7 +297,8 @@ class CannLogParser:
     # (codes_from the ACL catalog), unclassified_error, platform noise, vLLM console rules, identity-guard recompiles.
     # 5: task timeouts by the runtime's reason, inner-error messages, device-log dumps, more phrase families (#16)
     # 6: CR-only line ends read as line ends, NUL-padded small logs no longer taken for binary (#18)
-    version = 6
+    # 7: a line over 1 MiB is stored as its head, the file partial (#18)
+    version = 7
     platform = "ascend"
     creates_run = False  # a log joins the run of its folder when there is one
 
@@ -328,6 +330,8 @@ class CannLogParser:
             result.notes.append(f"dropped {seen.nul_bytes} NUL bytes")
         if seen.replaced:
             result.notes.append("bytes that are neither UTF-8 nor GB18030 replaced by U+FFFD")
+        if note := seen.cut.note():  # a record stored cut short is partial data
+            result.partial = f"{note}: its head is stored"
         if seen.truncated_last_line:
             result.notes.append("last line has no newline (file cut mid-write?)")
         return result

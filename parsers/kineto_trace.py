@@ -38,7 +38,15 @@ from diag.errors import BadInputError
 from diag.store import default_memory_limit, q, sql_literal
 from parsers._base import ParseContext, ParseResult, Probe
 from parsers._gpu_vendor import is_rocm
-from parsers._io import add_partial, drop_untimed_events, element_ends, one_line, read_json_array_sql
+from parsers._io import (
+    add_partial,
+    data_end,
+    drop_untimed_events,
+    element_ends,
+    one_line,
+    read_json_array_sql,
+    zero_tail_note,
+)
 from parsers._json_split import remove as remove_parts
 from parsers._json_split import split_array
 
@@ -193,6 +201,7 @@ def extract(path: Path, out: Path, display: str) -> Extracted:
     else:
         _transform(rest, chunks, out, quote)
     meta = _head_meta(before)
+    zeros = _drop_zero_tail(out)
     end = _array_end(out)
     if end is not None:
         tail = _truncate(out, end)
@@ -205,9 +214,21 @@ def extract(path: Path, out: Path, display: str) -> Extracted:
         meta,
         f"truncated trace: the traceEvents array never closes; stored its complete events "
         f"(the first {cut} of {size} bytes of the array)"
-        + ("" if "baseTimeNanoseconds" in meta else " — the metadata after the events is lost too"),
+        + ("" if "baseTimeNanoseconds" in meta else " — the metadata after the events is lost too")
+        + zeros,
         quote,
     )
+
+
+def _drop_zero_tail(out: Path) -> str:
+    """Cut a zero-filled tail (what a crash leaves) off the copy ``out``; the note's words for it, or ''.
+
+    Offsets are the copy's: those of the events array (of the inflated stream for a gzip'd trace)."""
+    size = out.stat().st_size
+    end = data_end(out)
+    if end < size:
+        os.truncate(out, end)
+    return zero_tail_note(size, end).replace("the file is", "the array is")
 
 
 def _with_first(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:

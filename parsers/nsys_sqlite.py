@@ -27,7 +27,7 @@ import duckdb
 from diag.errors import BadInputError
 from diag.store import file_literal, q, sql_literal
 from parsers._base import ParseContext, ParseResult, Probe
-from parsers._io import one_line
+from parsers._io import add_partial, one_line
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 BATCH_ROWS = 200_000
@@ -50,6 +50,7 @@ MEMCPY_LABELS = {
 SYNC_TYPES = {0: "Unknown sync", 1: "Event sync", 2: "Stream wait sync", 3: "Stream sync", 4: "Context sync"}
 NVTX_RANGE_TYPES = (34, 35, 37, 59, 60)  # mark, push, start, PushPop range, StartEnd range
 NVTX_DOMAIN_CREATE = 75
+GPU_KEYS = ("kernels", "memcpy", "memset")  # the tables that make an export worth storing
 USELESS_SHORT_NAMES = ("Kernel", "Kernel2", "kernel")  # CUTLASS / cuBLAS short names say nothing
 
 Cols = dict[str, tuple[str, str]]  # staged column -> (SQLite column, DuckDB type)
@@ -295,7 +296,7 @@ class _Insert:
 
 class NsysSqliteParser:
     name = "nsys_sqlite"
-    version = 1
+    version = 2  # 2: GPU tables without start/end, or all empty, are refused, not stored ok with 0 rows (#18)
     platform = "cuda"
     run_per_file = True
 
@@ -310,9 +311,13 @@ class NsysSqliteParser:
             raise BadInputError(ctx.display, f"cannot open as SQLite: {one_line(exc)}") from None
         try:
             plan = self._plan(ex)
-            if not any(t in plan for t in ("kernels", "memcpy", "memset")):
-                raise BadInputError(ctx.display, _no_gpu_reason(ex))
+            unreadable = _drop_unreadable(plan, ex)
+            if not any(t in plan for t in GPU_KEYS):
+                raise BadInputError(ctx.display, _unusable_reason(ex, unreadable))
+            if empty := _no_gpu_rows(ex, plan):
+                raise BadInputError(ctx.display, empty)
             result = ParseResult()
+            add_partial(result, f"partial: {'; '.join(unreadable)}: not read" if unreadable else None)
             stager = Stager(ctx.path, ex, ctx, list(plan.values()))
             try:
                 self._load(ex, ctx, result, {k: t for k, (t, _, _) in plan.items()}, stager)
@@ -468,6 +473,42 @@ def _short_kind(enum_name: str) -> str:
     """'CUDA_MEMCPY_KIND_HTOD' -> 'HtoD', 'CUDA_MEMCPY_KIND_UVM_DTOH' -> 'UVM_DtoH'."""
     name = enum_name.removeprefix("CUDA_MEMCPY_KIND_")
     return re.sub(r"([A-Z])TO([A-Z])$", lambda m: f"{m[1]}to{m[2]}", name)
+
+
+def _drop_unreadable(plan: dict[str, tuple[str, Cols, str]], ex: Export) -> list[str]:
+    """Take out of ``plan`` the GPU tables without a start and an end column (garbled or not nsys's); what
+    was taken out, in words (``table X lacks column(s) start, end``)."""
+    dropped = []
+    for key in GPU_KEYS:
+        if key not in plan:
+            continue
+        table = plan[key][0]
+        lacking = [c for c in ("start", "end") if not ex.has(table, c)]
+        if lacking:
+            del plan[key]
+            dropped.append(f"table {table} lacks column(s) {', '.join(lacking)}")
+    return dropped
+
+
+def _unusable_reason(ex: Export, unreadable: list[str]) -> str:
+    """Why an export with no GPU table left to read is refused."""
+    if unreadable:  # (an export without CUPTI tables at all is a real one with CUDA tracing off: see below)
+        return (
+            f"not an Nsight Systems export: {'; '.join(unreadable)} (its GPU activity tables are not nsys's)"
+        )
+    return _no_gpu_reason(ex)
+
+
+def _no_gpu_rows(ex: Export, plan: dict[str, tuple[str, Cols, str]]) -> str | None:
+    """The failure when the GPU tables are there but hold no row (a capture that recorded no GPU work, or a
+    blank export); stored, it would be a run of nothing marked ok."""
+    names = [plan[k][0] for k in GPU_KEYS if k in plan]
+    if any(ex.rows(f'SELECT EXISTS (SELECT 1 FROM "{t}")')[0][0] for t in names):
+        return None
+    return (
+        f"no GPU activity captured: {', '.join(names)} hold(s) no rows — the capture stopped before the GPU "
+        "work or the export is blank; profile again with `nsys profile --trace=cuda,nvtx …`"
+    )
 
 
 def _no_gpu_reason(ex: Export) -> str:
