@@ -100,7 +100,7 @@ def nsys_tables(path: Path) -> set[str] | None:
             names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         finally:
             con.close()
-    except sqlite3.Error:
+    except (sqlite3.Error, UnicodeDecodeError):  # a name that is not UTF-8: not a usable export
         return None
     marker = any(
         t.startswith(("CUPTI_ACTIVITY_KIND_", "TARGET_INFO_"))
@@ -224,7 +224,7 @@ class Stager:
                 self.ctx.con,
                 f"CREATE OR REPLACE TEMP TABLE {temp} AS SELECT * FROM read_csv({path}, {_CSV}, columns={spec})",
             )
-        except (sqlite3.Error, duckdb.Error, OSError) as exc:
+        except (sqlite3.Error, duckdb.Error, OSError, UnicodeDecodeError) as exc:
             raise BadInputError(self.ctx.display, f"cannot read table {table}: {one_line(exc)}") from None
         finally:
             self.files[table].unlink(missing_ok=True)
@@ -307,7 +307,7 @@ class NsysSqliteParser:
         try:
             src = open_readonly(ctx.path)
             ex = Export(src)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, UnicodeDecodeError) as exc:
             raise BadInputError(ctx.display, f"cannot open as SQLite: {one_line(exc)}") from None
         try:
             plan = self._plan(ex)
@@ -326,7 +326,7 @@ class NsysSqliteParser:
                 with contextlib.suppress(duckdb.Error):
                     for t in ("_ns_str", "_ns_proc"):
                         q(ctx.con, f"DROP TABLE IF EXISTS {t}")
-        except sqlite3.Error as exc:  # a damaged file fails on the first page read, wherever that is
+        except (sqlite3.Error, UnicodeDecodeError) as exc:  # a damaged file fails on its first page read
             raise BadInputError(ctx.display, f"cannot read as SQLite: {one_line(exc)}") from None
         finally:
             src.close()

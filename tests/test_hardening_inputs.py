@@ -271,3 +271,10 @@ def test_a_profiler_db_whose_column_name_is_not_utf8_is_refused_in_one_line(tmp_
     (outcome,) = _ingest(tmp_path / "u.duckdb", path)
     assert outcome.status == "failed" and outcome.parser == "ascend_analysis_db"
     assert outcome.message.startswith(f"{path}: cannot read as SQLite: ") and "\n" not in outcome.message
+
+
+def test_an_nsys_export_whose_column_name_is_not_utf8_is_refused_in_one_line(tmp_path):
+    path = _sqlite_with_a_non_utf8_column(tmp_path / "report.sqlite", "CUPTI_ACTIVITY_KIND_KERNEL")
+    (outcome,) = _ingest(tmp_path / "n.duckdb", path)
+    assert outcome.status in ("failed", "skipped") and "\n" not in (outcome.message or "")
+    assert "Traceback" not in (outcome.message or "") and "UnicodeDecodeError" not in (outcome.message or "")
