@@ -117,8 +117,19 @@ def col(found: dict[str, str], canonical: str) -> str:
     return ident(found[canonical]) if canonical in found else "NULL"
 
 
+_SQL_CONTEXT = re.compile(r"\s+LINE \d+:.*$", re.S)  # DuckDB quotes the statement after its message
+_COLUMN_IN_SQL = re.compile(r'(?:trim|CAST|TRY_CAST)\(\s*(?:NULLIF\()*\s*"([^"]+)"')
+
+
 def one_line(exc: BaseException, limit: int = 300) -> str:
-    text = " ".join(str(exc).split())
+    """A DuckDB error as one line a person reads: its message without the SQL it quotes (the column a
+    conversion failed on is named instead)."""
+    raw = " ".join(str(exc).split())
+    text = _SQL_CONTEXT.sub("", raw)
+    if text != raw and "convert" in text.lower():
+        column = _COLUMN_IN_SQL.search(raw[len(text) :])
+        if column:
+            text += f' (column "{column.group(1)}")'
     text = re.sub(r"^(Invalid Input|Conversion|Binder|Parser) Error: ", "", text)
     return text[:limit]
 

@@ -17,7 +17,7 @@ import pytest
 
 from diag import archives
 from diag.store import Store
-from tests.conftest import FIXTURES, REAL_AICPU_TRACE, ROOT, cli_json, ingest_into, query
+from tests.conftest import FIXTURES, REAL_AICPU_TRACE, REAL_LEVEL2, ROOT, cli_json, ingest_into, query
 
 KINETO = FIXTURES / "kineto" / "ok_legacy_capitalised.json"
 
@@ -278,3 +278,20 @@ def test_an_nsys_export_whose_column_name_is_not_utf8_is_refused_in_one_line(tmp
     (outcome,) = _ingest(tmp_path / "n.duckdb", path)
     assert outcome.status in ("failed", "skipped") and "\n" not in (outcome.message or "")
     assert "Traceback" not in (outcome.message or "") and "UnicodeDecodeError" not in (outcome.message or "")
+
+
+def test_a_csv_time_that_does_not_read_names_its_column_not_the_sql(tmp_path):
+    run = tmp_path / "r_ascend_pt"
+    shutil.copytree(REAL_LEVEL2, run)
+    kd = run / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    lines = kd.read_text(encoding="utf-8").splitlines()
+    header = lines[0].split(",")
+    cells = lines[1].split(",")
+    cells[header.index("Start Time(us)")] = "abc"
+    kd.write_text("\n".join([lines[0], ",".join(cells), *lines[2:]]) + "\n", encoding="utf-8")
+    outcomes = {Path(o.source).name: o for o in _ingest(tmp_path / "k.duckdb", kd)}
+    message = outcomes["kernel_details.csv"].message
+    assert message.endswith('Could not convert string "abc" to DECIMAL(38,9) (column "Start Time(us)")'), (
+        message
+    )
+    assert "LINE 1" not in message and "NULLIF" not in message
