@@ -8,8 +8,6 @@ import io
 import json
 import os
 import shutil
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -17,7 +15,7 @@ import pytest
 
 from diag import archives
 from diag.store import Store
-from tests.conftest import FIXTURES, REAL_AICPU_TRACE, REAL_LEVEL2, ROOT, cli_json, ingest_into, query
+from tests.conftest import FIXTURES, REAL_AICPU_TRACE, REAL_LEVEL2, cli_json, ingest_into, query, run_cli
 
 KINETO = FIXTURES / "kineto" / "ok_legacy_capitalised.json"
 
@@ -31,10 +29,7 @@ def _ingest(db: Path, *paths: Path) -> list:
 def test_a_fifo_named_on_the_command_line_is_refused_without_blocking(tmp_path):
     fifo = tmp_path / "trace.json"
     os.mkfifo(fifo)
-    proc = subprocess.run(
-        [sys.executable, "-m", "diag.cli", "ingest", str(fifo), str(KINETO), "--db", str(tmp_path / "f.duckdb")],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    proc = run_cli("ingest", str(fifo), str(KINETO), "--db", str(tmp_path / "f.duckdb"))
     assert proc.returncode != 0
     assert f"{fifo}: a FIFO, not a file or folder diag reads; refused" in proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
@@ -100,10 +95,7 @@ def test_terminal_escape_sequences_in_names_are_printed_as_text(tmp_path):
     run.mkdir()
     shutil.copy(KINETO, run / "t.json")
     missing = tmp_path / "gone\x1b[2J"
-    proc = subprocess.run(
-        [sys.executable, "-m", "diag.cli", "ingest", str(run), str(missing), "--db", str(tmp_path / "e.duckdb")],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    proc = run_cli("ingest", str(run), str(missing), "--db", str(tmp_path / "e.duckdb"))
     out = proc.stdout + proc.stderr
     assert "\x1b" not in out and "\x07" not in out
     assert "run\\x1b[31m\\x1b]0;pwned\\x07red" in out and "gone\\x1b[2J" in out
@@ -188,10 +180,7 @@ def test_a_damaged_database_is_one_line_with_what_to_do_and_is_left_as_it_was(tm
         data = b"garbage, not a database\n"
     db.write_bytes(data)
     for args in (["runs"], ["ingest", str(KINETO)]):
-        proc = subprocess.run(
-            [sys.executable, "-m", "diag.cli", *args, "--db", str(db)],
-            cwd=ROOT, capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+        proc = run_cli(*args, "--db", str(db))
         assert proc.returncode != 0 and "Traceback" not in proc.stderr
         (line,) = proc.stderr.strip().splitlines()
         assert line.startswith(f"diag: error: {db}: cannot open database: ")
@@ -241,10 +230,7 @@ def test_rich_markup_in_a_path_or_a_first_line_is_printed_as_text_and_the_batch_
     shutil.copy(KINETO, odd / "t.json")
     first_line = tmp_path / "notes[bold].txt"
     first_line.write_text("[/red] [bold]not a trace[/bold] [link=http://x]y[/link]\n")
-    proc = subprocess.run(
-        [sys.executable, "-m", "diag.cli", "ingest", str(first_line), str(odd), "--db", str(tmp_path / "m.duckdb")],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    proc = run_cli("ingest", str(first_line), str(odd), "--db", str(tmp_path / "m.duckdb"))
     out = proc.stdout + proc.stderr
     assert "Traceback" not in out and "MarkupError" not in out
     assert "[/red] [bold]not a trace[/bold]" in out  # the first line, shown as it is
