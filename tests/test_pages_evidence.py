@@ -121,6 +121,12 @@ def test_logs_page_records_and_root_cause_evidence(tmp_path, monkeypatch):
     assert where[-1].endswith(
         "· ERR00100 · VllmWorker rank=1 pid=5001; wraps EI0002"
     )  # the wrapper says what
+    # the raw lines of the first record: under its file's name, the whole path only in the tooltip
+    (raw,) = [c for c in at.caption if "lines around line" in c.value]
+    assert raw.value == "plog-100_20250625104000000.log — lines around line 2 (the record is marked ▶)", (
+        raw.value
+    )
+    assert raw.help.endswith("plog-100_20250625104000000.log") and raw.help.startswith(str(fx))
 
 
 # -- the browser: the Postmortem page's height on every sample run -----------------------------------------

@@ -188,7 +188,11 @@ if rows:
     )
     here = rows[pick]
     around = _context(fp, here["file_id"], here["record_no"])
-    st.caption(f"{md_text(here['source'])} — lines around line {here['line_no']} (the record is marked ▶)")
+    # the file's name as uploaded (an upload lives under its upload id); the whole path in the tooltip
+    st.caption(
+        f"{md_text(here['source'].rsplit('/', 1)[-1])} — lines around line {here['line_no']} (the record is marked ▶)",
+        help=here["source"],
+    )
     st.code(
         "\n".join(
             ("▶ " if r["record_no"] == here["record_no"] else "  ") + r["raw"].replace("\n", "\n  ")
