@@ -210,7 +210,8 @@ def zero_tail(work: Path) -> Verdict:
 
 
 # -- nsys -----------------------------------------------------------------------------------------------------
-def _sqlite(path: Path, statements: list[str]) -> Path:
+def sqlite_file(path: Path, statements: list[str]) -> Path:
+    """A SQLite file made of ``statements`` (also used by tests/test_hardening_*.py)."""
     con = sqlite3.connect(path)
     for sql in statements:
         con.execute(sql)
@@ -221,10 +222,10 @@ def _sqlite(path: Path, statements: list[str]) -> Path:
 
 def nsys_garbage(work: Path) -> Verdict:
     strings = "CREATE TABLE StringIds(id INTEGER, value TEXT)"
-    blank = _sqlite(
+    blank = sqlite_file(
         work / "blank.sqlite", [strings, "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL(start, end, deviceId)"]
     )
-    garbled = _sqlite(work / "garbled.sqlite", [strings, "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL(a, b)",
+    garbled = sqlite_file(work / "garbled.sqlite", [strings, "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL(a, b)",
                                                  "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (1, 2)"])  # fmt: skip
     statuses = []
     for path in (blank, garbled):

@@ -9,7 +9,6 @@ import copy
 import json
 import os
 import re
-import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +20,8 @@ import duckdb
 
 from diag.errors import DatabaseBusyError, StoreError
 from diag.schema import DATA_TABLES, SCHEMA_VERSION, SPAN_COLUMNS, TABLES, VIEW_NAMES, VIEWS
+from diag.sql_text import file_literal, sql_literal  # noqa: F401 - imported from here by parsers
+from diag.store_errors import damage_hint, one_line, write_failure  # noqa: F401 - write_failure: diag.ingest
 
 # Data tables whose rows may have no run (a log, a serving result outside any run folder).
 ORPHAN_TABLES = tuple(
@@ -42,44 +43,6 @@ class LedgerEntry:
     parser: str | None
     parser_version: int | None
     status: str
-
-
-def sql_literal(text: str) -> str:
-    """``text`` as a quoted SQL string literal, for the places DuckDB takes no parameter (paths in read_csv /
-    read_json / COPY TO / SET, names in a columns spec or a CASE built once)."""
-    return "'" + text.replace("'", "''") + "'"
-
-
-_GLOB_CHARS = re.compile(r"([*?\[])")
-
-
-def file_literal(path: str | os.PathLike[str]) -> str:
-    """A file path as a SQL literal DuckDB reads as exactly that file: absolute (a relative ``~/x`` would be
-    expanded to ``$HOME``) and with its glob characters bracketed (``rank[0]`` would otherwise match ``rank0``,
-    ``run*`` every run), for read_csv / read_json, which take no parameter and expand globs."""
-    absolute = os.path.abspath(os.fspath(path))
-    return sql_literal(_GLOB_CHARS.sub(r"[\1]", absolute))
-
-
-def _one_line(exc: Exception) -> str:
-    return " ".join(str(exc).split())
-
-
-# DuckDB's words for a file that is damaged (cut short, overwritten) or is not a database at all
-_DAMAGED = re.compile(
-    r"Corrupt database|checksum|Could not read enough bytes|not a valid DuckDB database", re.I
-)
-
-
-def _damage_hint(exc: Exception) -> str:
-    """What to do when the database file itself is damaged: the inputs are untouched, so ingest them again."""
-    if not _DAMAGED.search(str(exc)):
-        return ""
-    return (
-        " — the database file is damaged or not a diag database; diag changed nothing in it. Restore it from a "
-        "copy, or ingest the inputs again into a new file (`diag ingest … --db new.duckdb`): the inputs are not "
-        "modified by ingest"
-    )
 
 
 def q(con: duckdb.DuckDBPyConnection, sql: str, params: object = None) -> list[tuple]:
@@ -128,29 +91,6 @@ def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
             delay = min(delay * 2, 1.0)
 
 
-_WRITE_FAILED = re.compile(
-    r"No space left on device|File too large|Disk quota exceeded|database has been invalidated", re.I
-)
-
-
-def write_failure(path: Path, exc: BaseException) -> StoreError | None:
-    """The one-line error for a database write that failed for want of room (a full disk, a file size limit):
-    DuckDB then invalidates the database and every later statement fails, so the batch must stop here.
-    None for any other error. What was committed before is on disk (DuckDB's WAL and checkpoint are atomic)."""
-    text = str(exc)
-    if not _WRITE_FAILED.search(text):
-        return None
-    try:
-        free = f"{shutil.disk_usage(path.resolve().parent).free / 1e6:,.0f} MB free"
-    except OSError:
-        free = "free space unknown"
-    reason = "file size limit reached (ulimit -f)" if "file too large" in text.lower() else "disk full"
-    return StoreError(
-        f"{path}: {reason} ({free}): could not write the database; the files stored before are intact — "
-        "make room, then run the same `diag ingest` again (it carries on where it stopped)"
-    )
-
-
 class Store:
     def __init__(self, path: str | Path = DEFAULT_DB, read_only: bool = False) -> None:
         self.path = Path(path)
@@ -162,9 +102,7 @@ class Store:
         try:
             self.con = _connect(self.path, read_only)
         except duckdb.Error as exc:
-            raise StoreError(
-                f"{self.path}: cannot open database: {_one_line(exc)}{_damage_hint(exc)}"
-            ) from exc
+            raise StoreError(f"{self.path}: cannot open database: {one_line(exc)}{damage_hint(exc)}") from exc
         tmp = self.path.parent / ".diag_tmp"
         q(self.con, f"SET memory_limit='{default_memory_limit()}'")
         q(self.con, "SET preserve_insertion_order=false")

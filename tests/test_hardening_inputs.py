@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from bench._crafted import sqlite_file
 from diag import archives
 from diag.store import Store
 from tests.conftest import FIXTURES, REAL_AICPU_TRACE, REAL_LEVEL2, cli_json, ingest_into, query, run_cli
@@ -238,13 +239,10 @@ def test_rich_markup_in_a_path_or_a_first_line_is_printed_as_text_and_the_batch_
 
 
 def _sqlite_with_a_non_utf8_column(path: Path, table: str) -> Path:
-    import sqlite3
-
-    con = sqlite3.connect(path)
-    con.execute(f'CREATE TABLE "{table}" (zzzzzz INTEGER, step INTEGER)')
-    con.execute(f'INSERT INTO "{table}" VALUES (1, 2)')
-    con.commit()
-    con.close()
+    sqlite_file(
+        path,
+        [f'CREATE TABLE "{table}" (zzzzzz INTEGER, step INTEGER)', f'INSERT INTO "{table}" VALUES (1, 2)'],
+    )
     data = path.read_bytes()
     assert data.count(b"zzzzzz") == 1  # the name, in the table's CREATE statement only
     path.write_bytes(data.replace(b"zzzzzz", b"\xe7\x9a\xe7\x9a\xe7\x9a"))  # bytes a fuzzer flipped

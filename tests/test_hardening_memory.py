@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from bench._crafted import sqlite_file
 from tests.conftest import ROOT, query
 
 MB = 1 << 20
@@ -51,6 +52,18 @@ def zero_fill(path: Path, keep: int, zeros: int) -> None:
 
 
 @pytest.mark.slow
+def _ingest_zero_tailed(trace: Path, keep: int, zeros: int, db: Path) -> dict:
+    """``trace`` cut at ``keep`` and ``zeros`` of NULs appended (a crash), ingested: peak RSS within the file's
+    size plus the allowance, the file partial; its ingest entry."""
+    zero_fill(trace, keep, zeros)
+    size = trace.stat().st_size
+    report, peak = ingest_peak(trace, db)
+    assert peak <= size + ALLOWANCE, f"peak RSS {peak / MB:.0f} MB for a {size / MB:.0f} MB file"
+    entry = the_file(report)
+    assert entry["status"] == "partial"
+    return entry
+
+
 def test_zero_tail_trace_view_stays_under_the_file_size_and_notes_where_the_zeros_start(
     tmp_path: Path,
 ) -> None:
@@ -66,14 +79,7 @@ def test_zero_tail_trace_view_stays_under_the_file_size_and_notes_where_the_zero
         head_tail = fh.read(MB)
     last = [m.start() for m in re.finditer(rb"\}(?=\s*,\s*\{)", head_tail)][-1]
     complete_up_to = keep - MB + last + 1
-    zero_fill(trace, keep, 300 * MB)
-    size = trace.stat().st_size
-
-    report, peak = ingest_peak(trace, tmp_path / "z.duckdb")
-
-    assert peak <= size + ALLOWANCE, f"peak RSS {peak / MB:.0f} MB for a {size / MB:.0f} MB file"
-    entry = the_file(report)
-    assert entry["status"] == "partial"
+    entry = _ingest_zero_tailed(trace, keep, 300 * MB, tmp_path / "z.duckdb")
     assert f"stored the complete events up to byte {complete_up_to}" in entry["message"]
     assert (
         f"the file is zero bytes from byte {keep:,} to its end (314.6 MB of NULs: a crash)"
@@ -115,14 +121,7 @@ def test_zero_tail_kineto_trace_stays_under_the_file_size_and_keeps_every_comple
     trace = tmp_path / "rank0.pt.trace.json"
     events = write_kineto(trace, 200 * MB)
     keep = trace.stat().st_size
-    zero_fill(trace, keep, 200 * MB)
-    size = trace.stat().st_size
-
-    report, peak = ingest_peak(trace, tmp_path / "k.duckdb")
-
-    assert peak <= size + ALLOWANCE, f"peak RSS {peak / MB:.0f} MB for a {size / MB:.0f} MB file"
-    entry = the_file(report)
-    assert entry["status"] == "partial"
+    entry = _ingest_zero_tailed(trace, keep, 200 * MB, tmp_path / "k.duckdb")
     array_at = len(KINETO_HEAD) - 2  # the copy's offsets start at the array's '['
     assert (
         f"the array is zero bytes from byte {keep - array_at:,} to its end (209.7 MB of NULs"
@@ -136,17 +135,6 @@ def test_zero_tail_kineto_trace_stays_under_the_file_size_and_keeps_every_comple
 KERNEL_COLUMNS = "start INTEGER, end INTEGER, deviceId INTEGER, streamId INTEGER, correlationId INTEGER, demangledName INTEGER, shortName INTEGER"  # noqa: E501
 
 
-def craft_sqlite(path: Path, statements: list[str]) -> Path:
-    import sqlite3
-
-    con = sqlite3.connect(path)
-    for sql in statements:
-        con.execute(sql)
-    con.commit()
-    con.close()
-    return path
-
-
 def ingest_one(path: Path, db: Path) -> dict:
     from tests.conftest import cli_json
 
@@ -155,7 +143,7 @@ def ingest_one(path: Path, db: Path) -> dict:
 
 
 def test_nsys_export_whose_gpu_tables_are_empty_is_refused_saying_so(tmp_path: Path) -> None:
-    blank = craft_sqlite(
+    blank = sqlite_file(
         tmp_path / "blank.sqlite",
         ["CREATE TABLE StringIds(id INTEGER, value TEXT)", f"CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL({KERNEL_COLUMNS})",
          "CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY(start INTEGER, end INTEGER, bytes INTEGER, copyKind INTEGER)"],
@@ -168,7 +156,7 @@ def test_nsys_export_whose_gpu_tables_are_empty_is_refused_saying_so(tmp_path: P
 
 
 def test_sqlite_with_nsys_table_names_but_foreign_columns_is_not_an_nsys_export(tmp_path: Path) -> None:
-    garbled = craft_sqlite(
+    garbled = sqlite_file(
         tmp_path / "garbled.sqlite",
         ["CREATE TABLE StringIds(id INTEGER, value TEXT)", "INSERT INTO StringIds VALUES (1, 'k')",
          "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL(a INTEGER, b TEXT)",
@@ -183,7 +171,7 @@ def test_sqlite_with_nsys_table_names_but_foreign_columns_is_not_an_nsys_export(
 
 
 def test_nsys_export_with_one_garbled_gpu_table_is_partial_naming_it(tmp_path: Path) -> None:
-    mixed = craft_sqlite(
+    mixed = sqlite_file(
         tmp_path / "mixed.sqlite",
         ["CREATE TABLE StringIds(id INTEGER, value TEXT)", "INSERT INTO StringIds VALUES (1, 'gemm')",
          f"CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL({KERNEL_COLUMNS})",
