@@ -69,7 +69,7 @@ def _row(raw: dict[str, Any]) -> Device:
         source=raw.get("source", ""),
         note=raw.get("note", ""),
         pattern=raw.get("pattern", ""),
-        nominal_gib=float(raw["nominal_gib"]) if raw.get("nominal_gib") else None,
+        nominal_gib=raw.get("nominal_gib") or None,  # as written (64 stays an int in JSON)
     )
 
 
@@ -123,7 +123,9 @@ def find_devices(text: str | None) -> list[Device]:
     hits: list[tuple[int, int, int, Device]] = []  # start, -length, table order, device
     for order, dev in enumerate(devices()):
         if dev.pattern:
-            hits += [(m.start(), -(m.end() - m.start()), order, dev) for m in _word(dev.pattern).finditer(low)]
+            hits += [
+                (m.start(), -(m.end() - m.start()), order, dev) for m in _word(dev.pattern).finditer(low)
+            ]
     taken: list[tuple[int, int]] = []
     found: list[tuple[int, Device]] = []
     for start, neg_len, _, dev in sorted(hits, key=lambda h: (h[1], h[2], h[0])):
@@ -149,7 +151,9 @@ def device_for_run(con: Any, run_id: int) -> tuple[Device | None, str]:
     name = row[0] if row else None
     if not name:
         return None, "not recorded"
-    parsers = {p for (p,) in cur.execute("SELECT DISTINCT parser FROM files WHERE run_id = ?", [run_id]).fetchall()}
+    parsers = {
+        p for (p,) in cur.execute("SELECT DISTINCT parser FROM files WHERE run_id = ?", [run_id]).fetchall()
+    }
     where = next((text for parser, text in _NAME_SOURCES if parser in parsers), "the run's profile")
     dev = match_device(name)
     if dev is None:
