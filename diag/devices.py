@@ -26,7 +26,6 @@ GIB = 1 << 30
 
 # Which file of a run wrote runs.device_name, by the parser that stored it (first found wins).
 _NAME_SOURCES = (
-    ("ascend_profiler_info", "the run's profiler info"),
     ("ascend_profiler_db", "the profiler database's NPU_INFO"),
     ("kineto_trace", "the PyTorch profiler trace's deviceProperties"),
     ("nsys_sqlite", "the Nsight Systems report's TARGET_INFO_GPU"),
@@ -158,4 +157,6 @@ def device_for_run(con: Any, run_id: int) -> tuple[Device | None, str]:
     dev = match_device(name)
     if dev is None:
         return None, f"device name '{name}' in {where}, not in the device table"
-    return dev, f"device name '{name}' in {where}"
+    return dev, f"device name '{name}' in {where}" + (
+        ", which does not say the variant" if dev.members else ""
+    )
