@@ -50,6 +50,18 @@ class Device:
     def memory_gib(self) -> float | None:
         return self.memory_bytes / GIB if self.memory_bytes else None
 
+    @property
+    def capacity_bytes(self) -> int | None:
+        """What the framework sees where known, else the nominal size (a family whose members differ: None)."""
+        if self.memory_bytes:
+            return self.memory_bytes
+        return int(self.nominal_gib * GIB) if self.nominal_gib else None
+
+    def peak_tflops(self, dtype: str | None) -> float | None:
+        """Dense peak for a dtype as a file spells it ("DT_BF16", "FLOAT16", "torch.float8_e4m3fn"), else None."""
+        key = dtype_key(dtype)
+        return self.tflops.get(key) if key else None
+
 
 def _word(pattern: str) -> re.Pattern[str]:
     return re.compile(rf"(?<![a-z0-9])(?:\d+x)?(?:{pattern})(?![a-z0-9])")
@@ -97,9 +109,29 @@ def _family(raw: dict[str, Any], by_key: dict[str, Device]) -> Device:
 
 
 @cache
-def _load(path: Path) -> tuple[Device, ...]:
+def _raw(path: Path) -> dict[str, Any]:
     with open(path, "rb") as fh:
-        raw = tomllib.load(fh)
+        return tomllib.load(fh)
+
+
+@cache
+def _dtype_aliases(path: Path = DEVICES_PATH) -> dict[str, str]:
+    return {alias: key for key, aliases in _raw(path).get("dtypes", {}).items() for alias in aliases}
+
+
+def dtype_key(dtype: str | None) -> str | None:
+    """The peak key (fp16, bf16, fp32, tf32, int8, fp8) of a dtype spelling, else None."""
+    if not dtype:
+        return None
+    low = dtype.strip().lower()
+    for prefix in ("torch.", "c10::", "dt_", "acl_"):
+        low = low.removeprefix(prefix)
+    return _dtype_aliases().get(low)
+
+
+@cache
+def _load(path: Path) -> tuple[Device, ...]:
+    raw = _raw(path)
     rows = [_row(r) for r in raw.get("device", [])]
     by_key = {d.key: d for d in rows}
     return tuple(rows) + tuple(_family(f, by_key) for f in raw.get("family", []))

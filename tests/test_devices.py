@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from diag.devices import device, device_for_run, devices, find_devices, match_device
+from diag.devices import device, device_for_run, devices, dtype_key, find_devices, match_device
 from diag.store import Store
 from tests.conftest import CORPUS, ingest_into
 
@@ -138,6 +138,37 @@ def test_figures_agree_with_their_datasheets() -> None:
     # 310P3 (Atlas 300I Pro datasheet: 70 TFLOPS FP16, 140 TOPS INT8): 8 cores x 1.06 GHz
     p3 = device("ascend-310p3")
     assert (p3.tflops["fp16"], p3.tflops["int8"], "bf16" in p3.tflops) == (69.5, 138.9, False)
+
+
+@pytest.mark.parametrize(
+    ("spelling", "key"),
+    [
+        ("DT_BF16", "bf16"),  # corpus kernel_details.csv "Input Data Types"
+        ("FLOAT", "fp32"),  # corpus kernel_details.csv: CANN's FP32
+        ("FLOAT16", "fp16"),
+        ("INT8", "int8"),
+        ("torch.float8_e4m3fn", "fp8"),
+        ("c10::BFloat16", "bf16"),  # Kineto op args
+        ("c10::Half", "fp16"),
+        ("INT64", None),  # corpus: index inputs have no matrix peak
+        ("DT_UNDEFINED", None),
+        ("", None),
+    ],
+)
+def test_dtype_spellings_map_to_their_peak(spelling: str, key: str | None) -> None:
+    assert dtype_key(spelling) == key
+
+
+def test_peak_and_capacity_lookups() -> None:
+    b3, hopper, b = device("ascend-910b3"), device("nvidia-h100-h800"), device("ascend-910b")
+    assert (b3.peak_tflops("DT_BF16"), b3.peak_tflops("FLOAT"), b3.peak_tflops("INT64")) == (
+        294.9,
+        None,
+        None,
+    )
+    assert device("nvidia-h100-sxm").peak_tflops("torch.float8_e4m3fn") == 1979
+    # capacity: the framework's figure, else the nominal one, else unknown
+    assert (b3.capacity_bytes, hopper.capacity_bytes, b.capacity_bytes) == (65466039009, 80 * 2**30, None)
 
 
 CORPUS_RUNS = {
