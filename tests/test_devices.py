@@ -223,3 +223,25 @@ def test_device_for_run_of_a_run_without_a_name_or_with_an_unknown_one(tmp_path:
             None,
             "device name 'NVIDIA GeForce GTX 1080' in the run's profile, not in the device table",
         )
+
+
+@pytest.mark.parametrize(
+    ("file", "linked_name", "expected"),
+    [
+        # a device the old serving table did not have
+        ("runs/nvidia_l20_qwen3-8b_conc8.txt", None, ("cuda", "NVIDIA L20", 48, "path")),
+        # the family name alone: 64 GB B1–B3 or 32 GB B4, so the capacity stays unknown (it was 64)
+        ("runs/ascend_910b_qwen3-8b_conc8.txt", None, ("ascend", "Ascend 910B", None, None)),
+        # a linked profile's stored device name decides when the file and its path say nothing
+        ("runs/bench.txt", "Ascend910B4", ("ascend", "Ascend 910B4", 32, "profile")),
+    ],
+)
+def test_serving_reads_hardware_and_capacity_from_the_device_table(
+    file: str, linked_name: str | None, expected: tuple
+) -> None:
+    from diag.analyses import serving
+
+    row: dict = {"file": file}
+    linked = [{"device_name": linked_name, "platform": "ascend"}] if linked_name else []
+    serving._resolve_hardware(row, linked, serving.load_thresholds())
+    assert (row["platform"], row["hardware"], row["capacity_gib"], row["capacity_from"]) == expected
