@@ -63,6 +63,7 @@ class Device:
         return self.tflops.get(key) if key else None
 
 
+@cache
 def _word(pattern: str) -> re.Pattern[str]:
     return re.compile(rf"(?<![a-z0-9])(?:\d+x)?(?:{pattern})(?![a-z0-9])")
 

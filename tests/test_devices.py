@@ -60,6 +60,7 @@ SPELLINGS = [
     ("NVIDIA H100 80GB HBM3", "nvidia-h100-sxm"),  # vLLM save-result JSON (tests/fixtures/serving)
     ("NVIDIA H100 PCIe", "nvidia-h100-pcie"),
     ("NVIDIA H800", "nvidia-h800-sxm"),
+    ("nvidia_h800_pcie_bench.txt", "nvidia-h800-pcie"),
     ("NVIDIA H200", "nvidia-h200"),
     ("NVIDIA H200 NVL", "nvidia-h200-nvl"),
     ("NVIDIA H20", "nvidia-h20"),
