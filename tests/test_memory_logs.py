@@ -104,7 +104,11 @@ def test_a_negative_kv_budget(tmp_path: Path) -> None:
     ) as store:  # fmt: skip
         kv = ml.kv_cache(store, log_file="vllm.log")
         events = ml.oom_events(store, log_file="vllm.log")
-    assert kv is not None and (kv["kv_cache_bytes"], kv["verdict"], kv["line"]) == (round(-23.55 * GIB), "negative", 1)
+    assert kv is not None and (kv["kv_cache_bytes"], kv["verdict"], kv["line"]) == (
+        round(-23.55 * GIB),
+        "negative",
+        1,
+    )
     assert kv["verdict_reason"] == (
         "The KV-cache budget is -23.55 GiB: the weights and activations already exceed what gpu_memory_utilization "
         "allows."
@@ -123,7 +127,10 @@ def test_a_tiny_kv_budget(tmp_path: Path) -> None:
     ) as store:  # fmt: skip
         kv = ml.kv_cache(store)
     assert kv is not None and (kv["verdict"], kv["max_model_len"]) == ("tiny", 32000)
-    assert kv["verdict_reason"] == "One request of max_model_len 32000 needs 1.10 GiB of KV cache; 604.16 MiB is available."
+    assert (
+        kv["verdict_reason"]
+        == "One request of max_model_len 32000 needs 1.10 GiB of KV cache; 604.16 MiB is available."
+    )
 
 
 def test_the_v1_start_up_profile(store: Store) -> None:
@@ -132,7 +139,10 @@ def test_the_v1_start_up_profile(store: Store) -> None:
     assert (kv["weights_bytes"], kv["kv_cache_tokens"], kv["max_model_len"], kv["max_concurrency"]) == (
         round(14.9889 * GIB), 158656, 32768, 4.84,
     )  # fmt: skip
-    assert (kv["verdict"], kv["verdict_reason"]) == ("ok", "The KV cache holds 158,656 tokens, 4.84× max_model_len 32,768.")
+    assert (kv["verdict"], kv["verdict_reason"]) == (
+        "ok",
+        "The KV cache holds 158,656 tokens, 4.84× max_model_len 32,768.",
+    )
 
 
 def test_memory_settings_a_log_prints(store: Store) -> None:
@@ -153,7 +163,11 @@ def test_a_log_alone_through_diag_ingest(tmp_path: Path) -> None:
         (event,) = ml.oom_events(store, log_file="logs/worker.log")
         with pytest.raises(ValueError, match="no log file 'other.log' in the store"):
             ml.oom_events(store, log_file="other.log")
-    assert (event["run_id"], event["verdict"], event["file"]) == (None, "out_of_memory", str(logs / "worker.log"))
+    assert (event["run_id"], event["verdict"], event["file"]) == (
+        None,
+        "out_of_memory",
+        str(logs / "worker.log"),
+    )
     assert (event["requested_bytes"], event["reserved_bytes"]) == (72 * MIB, round(58.39 * GIB))
 
 
@@ -179,8 +193,12 @@ def test_one_rule_for_the_verdict_and_the_advice() -> None:
     """log_explain's advice calls memory_logs' predicates: fragmentation there is fragmentation here."""
     from diag.analyses.log_explain import oom_advice
 
-    figures = {"requested_bytes": round(5.03 * GIB), "capacity_bytes": round(60.96 * GIB),
-               "allocated_bytes": round(49.47 * GIB), "free_bytes": round(1.32 * GIB),
-               "reserved_bytes": round(57.55 * GIB)}  # fmt: skip  (w2_027, held)
+    figures = {
+        "requested_bytes": round(5.03 * GIB),
+        "capacity_bytes": round(60.96 * GIB),
+        "allocated_bytes": round(49.47 * GIB),
+        "free_bytes": round(1.32 * GIB),
+        "reserved_bytes": round(57.55 * GIB),
+    }  # fmt: skip  (w2_027, held)
     assert ml.oom_verdict(figures, "torch_npu")[0] == "fragmentation"
     assert "fragmentation likely" in oom_advice(figures)[1]
