@@ -202,3 +202,20 @@ def test_one_rule_for_the_verdict_and_the_advice() -> None:
     }  # fmt: skip  (w2_027, held)
     assert ml.oom_verdict(figures, "torch_npu")[0] == "fragmentation"
     assert "fragmentation likely" in oom_advice(figures)[1]
+
+
+def test_memory_held_before_vllm_started(store: Store) -> None:
+    """vLLM's start-up check (pytorch/pytorch#175666): less free than gpu_memory_utilization asks."""
+    (event,) = ml.oom_events(store, log_file="i_vllm_startup_free_less_than_desired_pytorch_175666.log")
+    assert (event["kind"], event["verdict"], event["free_bytes"]) == (
+        "vllm_startup_free",
+        "other_process",
+        round(19.77 * GIB),
+    )
+    assert event["verdict_reason"] == (
+        "Only 19.77 GiB of 22.05 GiB was free at start-up, less than the 19.84 GiB gpu_memory_utilization asks: "
+        "another process (or an earlier engine) holds the device."
+    )
+    kv = ml.kv_cache(store, log_file="i_vllm_v0_gpu_blocks_only_vllm_5248.log")
+    assert kv is not None and (kv["num_blocks"], kv["verdict"]) == (507, None)
+    assert kv["verdict_reason"] == "The log states no KV-cache size to judge."

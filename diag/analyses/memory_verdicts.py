@@ -161,9 +161,10 @@ def _startup_free_verdict(figures: dict[str, Any]) -> tuple[str, str]:
     free, cap, budget = figures.get("free_bytes"), figures.get("capacity_bytes"), figures.get("budget_bytes")
     if free is None or cap is None:
         return "other_process", "Less device memory was free at start-up than gpu_memory_utilization asks."
+    asked = f"the {size(budget)} " if budget is not None else "what "
     return "other_process", (
-        f"Only {size(free)} of {size(cap)} was free at start-up, less than the {size(budget)} "
-        "gpu_memory_utilization asks: another process (or an earlier engine) holds the device."
+        f"Only {size(free)} of {size(cap)} was free at start-up, less than {asked}gpu_memory_utilization asks: "
+        "another process (or an earlier engine) holds the device."
     )
 
 
@@ -196,6 +197,9 @@ def kv_verdict(fig: dict[str, Any], no_room: bool = False) -> tuple[str | None, 
         return "tiny", f"The KV cache holds {tokens:,} tokens, less than one request of {max_len:,} tokens."
     if kv is None and tokens is None and conc is None:
         return None, "The log states no KV-cache size to judge."
-    said = [f"{size(kv)} of KV cache" if kv is not None else "", f"{tokens:,} tokens" if tokens else ""]
+    said = [size(kv) if kv is not None else "", f"{tokens:,} tokens" if tokens else ""]
     said += [f"{conc:.2f}× max_model_len {max_len:,}" if conc is not None and max_len else ""]
-    return "ok", "The KV cache holds " + ", ".join(s for s in said if s) + "."
+    checked = (
+        "" if max_len else "; the log states no max_model_len, so whether one request fits is not checked"
+    )
+    return "ok", "The KV cache holds " + ", ".join(s for s in said if s) + checked + "."
