@@ -219,3 +219,16 @@ def test_memory_held_before_vllm_started(store: Store) -> None:
     kv = ml.kv_cache(store, log_file="i_vllm_v0_gpu_blocks_only_vllm_5248.log")
     assert kv is not None and (kv["num_blocks"], kv["verdict"]) == (507, None)
     assert kv["verdict_reason"] == "The log states no KV-cache size to judge."
+
+
+def test_an_oom_message_is_not_part_of_the_start_up_profile(tmp_path: Path) -> None:
+    with _log(
+        tmp_path, "serve.log",
+        "INFO 04-24 16:33:13 [kv_cache_utils.py:634] GPU KV cache size: 158,656 tokens",
+        "ERROR 04-24 17:00:00 [core.py:1] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 50.00 MiB. "
+        "GPU 0 has a total capacity of 23.56 GiB of which 21.75 MiB is free.",
+    ) as store:  # fmt: skip
+        kv = ml.kv_cache(store)
+        (event,) = ml.oom_events(store)
+    assert kv is not None and (kv["kv_cache_tokens"], kv["capacity_bytes"], kv["line"]) == (158656, None, 1)
+    assert (event["capacity_bytes"], event["verdict"], event["line"]) == (round(23.56 * GIB), "unknown", 2)
