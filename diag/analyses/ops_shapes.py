@@ -113,11 +113,12 @@ def varying_by_shape(shapes: list[str | None], op: str | None) -> dict[str | Non
                 if rule and rule.dim in ACTIVITY:
                     sizes.setdefault((i, rank, j), set()).add(size)
         for text in members:
-            out[text] = [
+            found = [
                 {"dim": rule.dim, "label": rule.label, "value": size}
                 for i, rank, j, size, rule in _axes(text, op)
                 if rule and len(sizes.get((i, rank, j), ())) > 1
-            ]
+            ]  # key and value both carry the KV length: each (label, value) once
+            out[text] = [v for k, v in enumerate(found) if v not in found[:k]]
     return out
 
 
