@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 from app.text import plain
 
 BY_LABELS = {"op": "op type", "kernel": "kernel", "class": "op class"}
+BY_PLURALS = {"op": "op types", "kernel": "kernels", "class": "op classes"}
 OPS_HELP = {
     "share %": "Share of the run's summed kernel time (every row of the table; the rows sum to 100%). "
     "Overlapping streams count in full, as in nsys stats Time (%) and msprof op_statistic Ratio(%).",
@@ -38,21 +39,24 @@ def _round(value: float | None, digits: int) -> float | None:
 
 
 def ops_frame(rows: list[dict[str, Any]], by: str, baseline: bool) -> pd.DataFrame:
-    """The op table for people: ms and µs, shares in %, the baseline's class figures when there is one."""
+    """The op table for people: ms and µs, shares in %; the baseline's class figures right after the share, so
+    that the comparison is in view without scrolling sideways."""
     out = []
     for r in rows:
         row = {BY_LABELS[by]: r["name"]}
         if by != "class":
             row["op class"] = r["op_class"]
+        row.update({"core": r["core_type"], "calls": r["calls"], "total ms": _ms(r["total_ns"])})
+        row["share %"] = _round(r["share_pct"], 1)
+        if baseline:
+            row.update(
+                {"B total ms": _ms(r["baseline_total_ns"]), "A/B class per step": _round(r["ratio"], 2)}
+            )
         row.update(
             {
-                "core": r["core_type"],
-                "calls": r["calls"],
-                "total ms": _ms(r["total_ns"]),
                 "mean µs": _us(r["mean_ns"]),
                 "min µs": _us(r["min_ns"]),
                 "max µs": _us(r["max_ns"]),
-                "share %": _round(r["share_pct"], 1),
                 "shapes": r["shapes"],
                 "max shapes / step": r["max_shapes_per_step"],
                 "dtypes": r["dtypes"],
@@ -60,13 +64,7 @@ def ops_frame(rows: list[dict[str, Any]], by: str, baseline: bool) -> pd.DataFra
             }
         )
         if baseline:
-            row.update(
-                {
-                    "B calls": r["baseline_calls"],
-                    "B total ms": _ms(r["baseline_total_ns"]),
-                    "A/B class per step": _round(r["ratio"], 2),
-                }
-            )
+            row["B calls"] = r["baseline_calls"]
         out.append(row)
     return pd.DataFrame(out)
 

@@ -38,15 +38,11 @@ if not rows:
         "This run has no kernels: nothing ran on the device in the capture, or the export holds no kernel rows."
     )
     st.stop()
-m = st.columns(3)
-m[0].metric(f"{ow.BY_LABELS[by]}s", f"{len(rows):,}")
+m = st.columns(4)
+m[0].metric(ow.BY_PLURALS[by], f"{len(rows):,}")
 m[1].metric("kernel time", f"{sum(r['total_ns'] for r in rows) / 1e6:,.3f} ms", help=ow.OPS_HELP["share %"])
-m[2].metric(
-    "largest",
-    md_text(str(rows[0]["name"])[:40]),
-    f"{rows[0]['share_pct'] or 0:.1f}% of kernel time",
-    delta_color="off",
-)
+m[2].metric("largest", md_text(str(rows[0]["name"])[:40]))
+m[3].metric("its share", "—" if rows[0]["share_pct"] is None else f"{rows[0]['share_pct']:.1f}%")
 show_table(ow.ops_frame(rows, by, baseline is not None), helps=ow.OPS_HELP, key="ops_table")
 
 if by != "class":
