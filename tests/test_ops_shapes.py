@@ -4,6 +4,7 @@ dimension on a generated prefill run at growing sequence lengths, shapes per ste
 from __future__ import annotations
 
 import csv
+import json
 from collections import defaultdict
 from decimal import Decimal
 from pathlib import Path
@@ -179,3 +180,27 @@ def test_pmu_and_l2_per_op_on_the_real_level2_export(tmp_path: Path) -> None:
         assert rows["Conv2D"]["l2_hit_rate"] is None  # the file writes N/A: no figure, not 0
     finally:
         store.close()
+
+
+def test_diag_ops_shapes_json_and_table(tmp_path: Path) -> None:
+    from tests.test_ops import _diag
+
+    write_prefill_run(tmp_path / "in")
+    db = tmp_path / "prefill.duckdb"
+    with Store(str(db)) as store:
+        assert ingest_into(store, [tmp_path / "in"]).ok
+    code, out, err = _diag("ops", "--db", str(db), "--shapes", "MatMulV2", "--json")
+    assert code == 0, err
+    got = json.loads(out)
+    assert got["varying"] == [{"dim": "tokens", "label": "tokens (M)", "sizes": list(LENGTHS)}]
+    assert [(s["input_shapes"], s["total_ns"]) for s in got["shapes"][:2]] == [
+        ("4096,3584;3584,18944", 256_000),
+        ("2048,3584;3584,18944", 128_000),
+    ]
+    code, out, _ = _diag("ops", "--db", str(db), "--shapes", "MatMulV2")
+    line = next(x for x in out.splitlines() if "4096,3584;3584,18944" in x)
+    assert [c.strip() for c in line.strip("│ ").split("│")] == [
+        "4096,3584;3584,18944", "tokens (M) = 4,096", "1", "0.256", "256.0", "256.0", "256.0", "1", "dynamic",
+    ]  # fmt: skip
+    code, _, err = _diag("ops", "--db", str(db), "--shapes", "MatMul")
+    assert (code, err) == (1, "diag: error: no op type 'MatMul' in run 1\n")

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from diag.analyses.ops import figures_table, op_table
+from diag.analyses.ops_shapes import op_shapes, varying_axes
 from diag.analyses.runs import list_runs
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
 from diag.commands._format import cell, escape, fmt_count, fmt_ms, fmt_num, fmt_pct, fmt_ratio, table
@@ -41,6 +42,14 @@ TopOption = Annotated[
 ]
 
 
+ShapesOption = Annotated[
+    str | None,
+    typer.Option(
+        "--shapes", metavar="NAME", help="Instead: the distinct input shapes of this op type (or kernel)."
+    ),
+]
+
+
 def _pick_run(store: Store, run: int | None) -> int:
     known = [r["run_id"] for r in list_runs(store)]
     if run is not None:
@@ -63,10 +72,14 @@ def ops(
     by: ByOption = By.op,
     baseline: BaselineOption = None,
     top: TopOption = None,
+    shapes: ShapesOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Per operator type, kernel name or op class: calls, total, mean, min, max, share of kernel time, core type,
     distinct input shapes and dtypes; with --baseline, the baseline's op class figures and the per-step ratio."""
+    if shapes is not None:
+        _shapes(db, run, by.value, shapes, as_json)
+        return
     with Store(db, read_only=True) as store:
         run_id = _pick_run(store, run)
         if baseline is not None and baseline not in {r["run_id"] for r in list_runs(store)}:
@@ -77,6 +90,31 @@ def ops(
         print_json({"run_id": run_id, "by": by.value, "baseline_run_id": baseline, "rows": shown})
         return
     _print(run_id, by.value, baseline, shown, len(rows))
+
+
+def _shapes(db: str, run: int | None, by: str, name: str, as_json: bool) -> None:
+    """``--shapes NAME``: per distinct input shape, calls and time, and the value of each varying dimension."""
+    if by == "class":
+        raise RunChoiceError("--shapes is per op type or kernel: use --by op or --by kernel")
+    with Store(db, read_only=True) as store:
+        run_id = _pick_run(store, run)
+        rows = op_shapes(store, run_id, name, by)
+    if not rows:
+        raise DiagError(f"no {'op type' if by == 'op' else 'kernel'} {name!r} in run {run_id}")
+    summary = varying_axes([r["input_shapes"] for r in rows], name)
+    if as_json:
+        print_json({"run_id": run_id, "by": by, "name": name, "varying": summary, "shapes": rows})
+        return
+    out = console()
+    tbl = table("input shapes", "varying", "calls", "total ms", "mean µs", "min µs", "max µs", "steps", "OP State",
+                title=escape(f"run {run_id}: {len(rows)} distinct input shape(s) of {name}"))  # fmt: skip
+    for r in rows:
+        varying = " · ".join(f"{v['label']} = {v['value']:,}" for v in r["varying"])
+        tbl.add_row(cell(r["input_shapes"]), cell(varying), fmt_count(r["calls"]), _ms(r["total_ns"]),
+                    _us(r["mean_ns"]), _us(r["min_ns"]), _us(r["max_ns"]), fmt_count(r["steps"]), cell(r["op_state"]))  # fmt: skip
+    out.print(tbl)
+    if not summary:
+        out.print("no tokens, sequence, KV length or batch dimension varies within a call site of this op")
 
 
 def _us(ns: float | None) -> str:
