@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 from app.text import plain
 
 BY_LABELS = {"op": "op type", "kernel": "kernel", "class": "op class"}
+MAX_ROWS = 1000  # rows of the op table drawn on the page (largest total first)
 BY_PLURALS = {"op": "op types", "kernel": "kernels", "class": "op classes"}
 OPS_HELP = {
     "share %": "Share of the run's summed kernel time (every row of the table; the rows sum to 100%). "

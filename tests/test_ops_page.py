@@ -82,3 +82,13 @@ def test_by_class_and_the_varying_sequence_of_a_prefill(monkeypatch: pytest.Monk
     at.radio(key="ops_by").set_value("class").run()
     assert not at.exception
     assert list(at.dataframe[0].value["op class"])[:2] == ["attention_prefill", "gemm"]
+
+
+def test_a_long_table_is_cut_and_says_where_the_rest_is(monkeypatch: pytest.MonkeyPatch, page_db) -> None:  # noqa: ANN001
+    db, ids = page_db
+    monkeypatch.setattr("app.ops_widgets.MAX_ROWS", 2)
+    at = _open(monkeypatch, db, ids["prefill"])
+    assert list(at.dataframe[0].value["op type"]) == ["PromptFlashAttention", "MatMulV2"]
+    assert "The largest 2 of 3 rows; `diag ops --by op --top 0` lists every one." in [
+        c.value for c in at.caption
+    ]
