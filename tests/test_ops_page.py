@@ -92,3 +92,15 @@ def test_a_long_table_is_cut_and_says_where_the_rest_is(monkeypatch: pytest.Monk
     assert "The largest 2 of 3 rows; `diag ops --by op --top 0` lists every one." in [
         c.value for c in at.caption
     ]
+
+
+def test_chart_labels_name_the_varying_dimensions_in_short() -> None:
+    from app.ops_widgets import short_varying
+
+    values = [
+        {"dim": "query_seq", "label": "query sequence (S1 of BSH; heads in TND)", "value": 4096},
+        {"dim": "kv_len", "label": "KV length (S2 of BSH; KV heads in TND)", "value": 4096},
+        {"dim": None, "label": "input 3 axis 0", "value": 7},
+    ]
+    assert short_varying(values) == "S1 4,096 · KV 4,096 · input 3 axis 0 7"
+    assert short_varying([]) is None
