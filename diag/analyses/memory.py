@@ -10,8 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from diag.analyses import memory_figures as mf
+from diag.analyses import memory_logs
 from diag.analyses.findings import Finding
 from diag.analyses.timeline import list_steps
+from diag.devices import device_for_run
 from diag.errors import DiagError
 from diag.store import Store
 
@@ -75,7 +77,9 @@ def memory_summary(store: Store, run_id: int | None = None, log_file: str | None
     known = {int(r[0]) for r in store.cursor().execute("SELECT run_id FROM runs").fetchall()}
     if run_id is not None and run_id not in known:
         raise DiagError(f"no run {run_id} in {store.path}")
-    if run_id is None and log_file is None:
+    if run_id is None and log_file is not None:
+        run_id = _log_run(store, log_file)  # the log's own run, so that its OOM joins that run's profile
+    elif run_id is None:
         with_memory = runs_with_memory(store)
         run_id = with_memory[-1] if with_memory else None
     fig = _figures(store, run_id) if run_id is not None else _empty(None)
@@ -84,6 +88,19 @@ def memory_summary(store: Store, run_id: int | None = None, log_file: str | None
     _capacity(store, run_id, fig, oom)
     fig["findings"] = [f.to_json() for f in _findings(run_id, fig)]
     return fig
+
+
+def _log_run(store: Store, log_file: str) -> int | None:
+    try:
+        ids = memory_logs.file_ids(store, log_file)
+    except ValueError as exc:
+        raise DiagError(str(exc)) from None
+    rows = (
+        store.cursor()
+        .execute("SELECT max(run_id) FROM files WHERE list_contains(?, file_id)", [ids])
+        .fetchall()
+    )
+    return None if rows[0][0] is None else int(rows[0][0])
 
 
 def memory_findings(store: Store, run_id: int) -> list[Finding]:
@@ -204,17 +221,10 @@ def _limit() -> int:
 def _capacity(store: Store, run_id: int | None, fig: dict[str, Any], oom: list[dict[str, Any]]) -> None:
     """Capacity from the device table (the run's hardware), else what an OOM message states, else unknown: the
     headroom is never computed from a guess."""
-    device = None
-    if run_id is not None:
-        try:
-            from diag.devices import device_for_run
-        except ImportError:  # the device table lands with the devices branch
-            device_for_run = None
-        if device_for_run is not None:
-            device, _ = device_for_run(store.cursor(), run_id)
-    if device is not None and getattr(device, "memory_bytes", None):
+    device, _ = device_for_run(store, run_id) if run_id is not None else (None, "")
+    if device is not None and device.memory_bytes:
         fig["capacity_bytes"], fig["capacity_from"] = int(device.memory_bytes), "device_table"
-        fig["device_name"] = getattr(device, "name", None)
+        fig["device_name"] = device.name
     else:
         stated = [o["capacity_bytes"] for o in oom if o.get("capacity_bytes")]
         if stated:
@@ -229,10 +239,6 @@ def _log_figures(
     store: Store, run_id: int | None, log_file: str | None
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """OOM events and the KV-cache budget from the run's logs (or ``log_file``): diag/analyses/memory_logs.py."""
-    try:
-        from diag.analyses import memory_logs
-    except ImportError:  # lands with the memlogs branch
-        return [], None
     return (
         memory_logs.oom_events(store, run_id=run_id, log_file=log_file),
         memory_logs.kv_cache(store, run_id=run_id, log_file=log_file),

@@ -123,7 +123,9 @@ def _oom(run_id: int | None, fig: dict[str, Any]) -> list[Finding]:
             title += f", {len(events)} OOMs)" if len(events) > 1 else ")"
         key = f"oom_{verdict}" if f"oom_{verdict}" in memory_advice() else "oom_unknown"
         evidence = {"count": len(events), "first": first, "reason": first.get("verdict_reason")}
-        out.append(_finding(run_id, key, fig, "high", title, evidence))
+        # a log without a profile has no run platform: the OOM message's own (the rule that classified it)
+        on = {**fig, "platform": fig.get("platform") or first.get("platform")}
+        out.append(_finding(run_id, key, on, "high", title, evidence))
     return out
 
 
@@ -131,12 +133,14 @@ def _kv(run_id: int | None, fig: dict[str, Any]) -> list[Finding]:
     kv = fig.get("kv_cache")
     if not kv or kv.get("verdict") not in ("negative", "tiny"):
         return []
-    budget = kv.get("kv_budget_bytes")
+    budget = kv.get("kv_cache_bytes")
+    reason = kv.get("verdict_reason") or ""
     if kv["verdict"] == "negative":
-        title = (
-            f"KV-cache budget is negative ({size_text(budget)}): the weights and activations take all memory"
+        title = "No memory left for the KV cache" + (
+            f" (budget {size_text(budget)})" if budget is not None else ""
         )
-        return [_finding(run_id, "kv_negative", fig, "high", title, {"kv_cache": kv})]
-    blocks = kv.get("blocks")
-    title = f"KV-cache budget is tiny: {size_text(budget)}" + (f", {blocks:,} blocks" if blocks else "")
-    return [_finding(run_id, "kv_tiny", fig, "medium", title, {"kv_cache": kv})]
+        return [
+            _finding(run_id, "kv_negative", fig, "high", f"{title}: {reason}".rstrip(": "), {"kv_cache": kv})
+        ]
+    title = "KV-cache budget is tiny" + (f" ({size_text(budget)})" if budget is not None else "")
+    return [_finding(run_id, "kv_tiny", fig, "medium", f"{title}: {reason}".rstrip(": "), {"kv_cache": kv})]

@@ -7,10 +7,11 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from diag.analyses import memory_logs
 from diag.analyses.memory import memory_summary
 from diag.analyses.memory_findings import size_text
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
-from diag.commands._format import MISSING, cell, escape, fmt_count, fmt_ns, fmt_pct, table
+from diag.commands._format import MISSING, cell, escape, fmt_count, fmt_ns, fmt_pct, path_tails, table
 from diag.errors import DiagError
 from diag.store import Store
 
@@ -28,8 +29,8 @@ NO_MEMORY = (
 )
 
 
-class UnknownRunError(DiagError):
-    """``--run`` names no run: a usage error (exit 2), said in one line."""
+class MemoryUsageError(DiagError):
+    """``--run`` names no run, or ``--log`` no ingested log: a usage error (exit 2), said in one line."""
 
     exit_code = 2
 
@@ -44,7 +45,12 @@ def memory(
             run is not None
             and not store.cursor().execute("SELECT 1 FROM runs WHERE run_id = ?", [run]).fetchall()
         ):
-            raise UnknownRunError(f"no run {run} in {db} (see `diag runs`)")
+            raise MemoryUsageError(f"no run {run} in {db} (see `diag runs`)")
+        if log is not None:
+            try:
+                memory_logs.file_ids(store, log)
+            except ValueError as exc:
+                raise MemoryUsageError(f"{exc} (see `diag logs`)") from None
         summary = memory_summary(store, run, log)
         source = _run_source(store, summary["run_id"])
     if as_json:
@@ -162,8 +168,9 @@ def _print_tables(out: Console, s: dict[str, Any]) -> None:
 def _print_logs(out: Console, s: dict[str, Any]) -> None:
     if s["oom"]:
         tbl = table("verdict", "requested", "capacity", "allocated", "reserved", "free", "where", title="OOM")
+        tails = path_tails(o.get("file") for o in s["oom"])
         for o in s["oom"]:
-            where = f"{o.get('file') or MISSING}:{o.get('line') or MISSING}"
+            where = f"{tails.get(o.get('file') or '', MISSING)}:{o.get('line') or MISSING}"
             tbl.add_row(
                 cell(o.get("verdict")),
                 *(size_text(o.get(k)) for k in ("requested_bytes", "capacity_bytes", "allocated_bytes")),
