@@ -71,7 +71,8 @@ def slack(cur: duckdb.DuckDBPyConnection, run_id: int, source: str, component: s
         f"""WITH s AS (SELECT ts_ns, reserved_bytes AS r, allocated_bytes AS a FROM {MEM}
                        WHERE source = $src AND component = $comp AND reserved_bytes IS NOT NULL
                          AND allocated_bytes IS NOT NULL)
-            SELECT max(r - a), arg_max(ts_ns, r - a), max(r), max(a) FILTER (WHERE r = (SELECT max(r) FROM s))
+            SELECT max(r - a), min(ts_ns) FILTER (WHERE r - a = (SELECT max(r - a) FROM s)), max(r),
+                   max(a) FILTER (WHERE r = (SELECT max(r) FROM s))
             FROM s""",
         {"run": run_id, "src": source, "comp": component},
     ).fetchall()[0]
