@@ -1,0 +1,298 @@
+"""The memory diagnosis (diag/analyses/memory.py, diag memory): exact figures on a generated run with a known peak
+and fragmentation pattern, the totals of every real Ascend export against an independent reading of its files,
+CUDA sources (rows inserted here), the CLI's text and JSON, a run without memory and a bad --run."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from diag.analyses.findings import device_findings
+from diag.analyses.memory import memory_steps, memory_summary, memory_timeline
+from diag.cli import main
+from diag.store import Store
+from sample_traces.generate import FILES, generate
+from tests.conftest import CORPUS, ingest_into
+
+MB = 1 << 20
+JSON_KEYS = {
+    "run_id", "platform", "capacity_bytes", "capacity_from", "peak_allocated_bytes", "peak_reserved_bytes",
+    "peak_ts_ns", "peak_step", "headroom_pct", "slack_peak_bytes", "components", "top_allocators", "oom",
+    "kv_cache", "findings",
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict, Path, int]]:
+    """A one-rank, four-step profile with the memory files: its memory ground truth, its store and run id."""
+    out = tmp_path_factory.mktemp("gen")
+    truth = generate(out, steps=4, layers=1, ranks=1, seed=3, files=(*FILES, "memory"))
+    db = tmp_path_factory.mktemp("db") / "diag.duckdb"
+    with Store(db) as store:
+        ingest_into(store, [out])
+        run_id = store.cursor().execute("SELECT run_id FROM runs").fetchall()[0][0]
+    yield truth["ranks"]["0"]["memory"], db, run_id
+
+
+def test_generated_figures_equal_ground_truth(generated) -> None:
+    truth, db, run_id = generated
+    with Store(db, read_only=True) as store:
+        s = memory_summary(store, run_id)
+    assert set(s) >= JSON_KEYS
+    assert (
+        s["peak_reserved_bytes"] == truth["peak_reserved_bytes"] == 59920 * MB
+    )  # APP: PTA + HCCL/RUNTIME/SLOG
+    assert s["peak_ts_ns"] == truth["peak_ts_ns"]
+    assert s["peak_step"] == truth["peak_step"] == 13  # the third step (FIRST_STEP 11)
+    assert s["peak_op"] == "aten::cat"
+    assert s["peak_allocated_bytes"] == truth["peak_allocated_bytes"] == 46384 * MB
+    assert s["slack_at_peak_bytes"] == truth["slack_at_peak_bytes"] == 11984 * MB
+    assert round(s["slack_at_peak_pct"], 2) == 20.53
+    assert (s["slack_peak_bytes"], s["slack_peak_ts_ns"]) == (
+        truth["slack_peak_bytes"],
+        truth["slack_peak_ts_ns"],
+    )
+    assert s["non_app_bytes"] == truth["non_app_bytes"] == 1552 * MB
+    assert {m["module"]: m["peak_reserved_bytes"] for m in s["non_app_modules"]} == truth[
+        "modules_peak_bytes"
+    ]
+    assert (s["reserved_series"], s["allocator_series"]) == ("memory_record:APP", "memory_record:PTA+GE")
+    assert (s["capacity_bytes"], s["capacity_from"], s["headroom_pct"]) == (
+        None,
+        None,
+        None,
+    )  # no device named
+    assert [(a["name"], a["bytes"], a["count"]) for a in s["top_allocators"]] == [
+        ("aten::empty_strided", 4 * 2048 * MB, 4),
+        ("aten::mm", 4 * 4096 * MB, 4),
+        ("aten::cat", 10240 * MB, 1),
+    ]
+    assert [(a["name"], a["bytes"], a["share_pct"]) for a in s["peak_allocators"]] == [
+        ("aten::cat", 10240 * MB, 62.5),
+        ("aten::mm", 4096 * MB, 25.0),
+        ("aten::empty_strided", 2048 * MB, 12.5),
+    ]
+    assert s["churn"]["per_step"] == [
+        {"step": 11, "allocs": 2, "frees": 2},
+        {"step": 12, "allocs": 2, "frees": 2},
+        {"step": 13, "allocs": 3, "frees": 3},
+        {"step": 14, "allocs": 2, "frees": 2},
+    ]
+    assert [f["title"] for f in s["findings"]] == [
+        "Allocator slack 11.7 GiB (20.5%) of the 57.0 GiB reserved at the peak was never allocated at once: "
+        "fragmentation",
+        "aten::cat holds 10.0 GiB (62.5%) of the allocations live at the peak",
+    ]
+    assert "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True" in s["findings"][0]["suggestion"]
+    assert [f["evidence"]["owner"] for f in s["findings"]] == ["config", "code"]
+
+
+def test_headroom_from_the_device_table(generated, tmp_path: Path) -> None:
+    """The same run on a named 910B3 (64 GiB): 59920 MB is 91.4% of it, under 10% headroom → a finding."""
+    _, db, run_id = generated
+    copy = tmp_path / "named.duckdb"
+    shutil.copy(db, copy)
+    with Store(copy) as store:
+        store.cursor().execute("UPDATE runs SET device_name = 'Ascend910B3' WHERE run_id = ?", [run_id])
+        s = memory_summary(store, run_id)
+        kinds = [f.evidence["kind"] for f in device_findings(store, run_id) if f.category == "memory"]
+    assert (s["capacity_bytes"], s["capacity_from"]) == (64 << 30, "device_table")
+    assert round(s["headroom_pct"], 2) == 8.57
+    assert s["findings"][0]["title"] == (
+        "Peak reserved 58.5 GiB of 64.0 GiB (91.4%): headroom 8.6%, under the 10% to keep"
+    )
+    assert "--gpu-memory-utilization" in s["findings"][0]["suggestion"]
+    assert kinds == ["headroom", "fragmentation", "one_op"]  # diag findings shows them
+
+
+def test_timeline_keeps_the_peak_and_steps(generated) -> None:
+    truth, db, run_id = generated
+    with Store(db, read_only=True) as store:
+        full = memory_timeline(store, run_id)
+        binned = memory_timeline(store, run_id, max_points=3)
+        steps = memory_steps(store, run_id)
+    app = [r for r in full if (r["source"], r["component"]) == ("memory_record", "APP")]
+    assert len(app) == 8 and max(r["reserved_bytes"] for r in app) == truth["peak_reserved_bytes"]
+    assert {r["component"] for r in full if r["source"] == "npu_module_mem"} == {
+        "APP",
+        "HCCL",
+        "RUNTIME",
+        "SLOG",
+    }
+    app_binned = [r for r in binned if (r["source"], r["component"]) == ("memory_record", "APP")]
+    assert (
+        len(app_binned) <= 4 and max(r["reserved_bytes"] for r in app_binned) == truth["peak_reserved_bytes"]
+    )
+    assert [s["step"] for s in steps] == [11, 12, 13, 14]
+
+
+def _cuda_store(path: Path) -> Store:
+    """A CUDA run with Kineto [memory] totals (and one host row), as s6-memcuda stores them; nsys optional."""
+    store = Store(path)
+    cur = store.cursor()
+    cur.execute(
+        "INSERT INTO runs (run_id, run_key, platform, start_ns, end_ns) VALUES (1, 'k', 'cuda', 0, 100)"
+    )
+    rows = [  # source, component, ts, allocated MB, reserved MB, device
+        ("kineto", "PyTorch", 10, 1000, 2048, "cuda:0"),
+        ("kineto", "PyTorch", 20, 1800, 2048, "cuda:0"),
+        ("kineto", "PyTorch", 30, 1200, 4096, "cuda:0"),
+        ("kineto", "PyTorch", 40, 2000, 4096, "cuda:0"),
+        ("kineto", "PyTorch", 50, 900000, 900000, "CPU"),  # host memory: never the device's peak
+    ]
+    for src, comp, ts, a, r, dev in rows:
+        cur.execute(
+            "INSERT INTO memory (run_id, file_id, source, component, ts_ns, allocated_bytes, reserved_bytes, device) "
+            "VALUES (1, 1, ?, ?, ?, ?, ?, ?)",
+            [src, comp, ts, a * MB, r * MB, dev],
+        )
+    return store
+
+
+def test_cuda_sources_are_generic(tmp_path: Path) -> None:
+    with _cuda_store(tmp_path / "cuda.duckdb") as store:
+        s = memory_summary(store, 1)
+        assert (s["platform"], s["reserved_series"], s["allocator_series"]) == (
+            "cuda",
+            "kineto:PyTorch",
+            "kineto:PyTorch",
+        )
+        assert (s["peak_reserved_bytes"], s["peak_ts_ns"], s["peak_allocated_bytes"]) == (
+            4096 * MB,
+            30,
+            2000 * MB,
+        )
+        assert (s["slack_at_peak_bytes"], s["slack_peak_bytes"]) == (2096 * MB, 2896 * MB)
+        assert [f["evidence"]["kind"] for f in s["findings"]] == ["fragmentation"]  # 51.2% and 2.0 GiB
+        assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in s["findings"][0]["suggestion"]
+        assert "NPU" not in s["findings"][0]["suggestion"]
+        store.cursor().execute(  # nsys: the whole process through the CUDA API, preferred for reserved
+            "INSERT INTO memory (run_id, file_id, source, component, ts_ns, reserved_bytes, device) "
+            "VALUES (1, 2, 'nsys', 'CUDA', 35, ?, '0')",
+            [5000 * MB],
+        )
+        s = memory_summary(store, 1)
+    assert (s["reserved_series"], s["peak_reserved_bytes"], s["peak_ts_ns"]) == ("nsys:CUDA", 5000 * MB, 35)
+    assert s["allocator_series"] == "kineto:PyTorch"
+
+
+def _corpus_exports(kind: str) -> list[Path]:
+    top = CORPUS / "ascend"
+    if not top.is_dir():
+        pytest.skip("../shared/corpus is not present (a user's clone has none)")
+    pattern = "memory_record.csv" if kind == "text" else "ascend_pytorch_profiler_*.db"
+    return sorted(top.rglob(pattern))
+
+
+def _peaks(db: Path, sources: list[Path]) -> dict[Path, dict[tuple[str, str], int]]:
+    """Ingest ``sources`` and return memory_summary's peak reserved per (source, component) of each file's run."""
+    with Store(db) as store:
+        ingest_into(store, sources)
+        out = {}
+        for path in sources:
+            run = (
+                store.cursor()
+                .execute("SELECT run_id FROM files WHERE source = ?", [str(path)])
+                .fetchall()[0][0]
+            )
+            comps = memory_summary(store, run)["components"]
+            out[path] = {(c["source"], c["component"]): c["peak_reserved_bytes"] for c in comps}
+    return out
+
+
+def test_every_text_export_peak_per_component_equals_the_csv(tmp_path: Path) -> None:
+    files = _corpus_exports("text")
+    assert len(files) == 7
+    got = _peaks(tmp_path / "text.duckdb", files)
+    for path in files:
+        expected: dict[str, float] = {}
+        with open(path, newline="", encoding="utf-8") as fh:
+            for row in csv.DictReader(fh):
+                mb = float(row["Total Reserved(MB)"])
+                expected[row["Component"]] = max(expected.get(row["Component"], mb), mb)
+        ours = {comp: b for (src, comp), b in got[path].items() if src == "memory_record"}
+        assert ours == {c: round(mb * MB) for c, mb in expected.items() if mb}, path
+
+
+def test_every_db_export_peak_per_component_equals_sqlite(tmp_path: Path) -> None:
+    files = _corpus_exports("db")
+    assert len(files) == 3
+    got = _peaks(tmp_path / "db.duckdb", files)
+    for path in files:
+        with sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True) as con:
+            expected = dict(
+                con.execute(
+                    "SELECT s.value, max(m.totalReserved) FROM MEMORY_RECORD m JOIN STRING_IDS s ON s.id = m.component "
+                    "GROUP BY 1"
+                ).fetchall()
+            )
+            app = con.execute(
+                "SELECT max(n.ddr + n.hbm) FROM NPU_MEM n JOIN STRING_IDS s ON s.id = n.type WHERE lower(s.value) = 'app'"
+            ).fetchone()[0]
+        expected["APP"] = app
+        ours = {comp: b for (src, comp), b in got[path].items() if src == "memory_record"}
+        assert ours == {c: b for c, b in expected.items() if b}, path
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """``diag memory …`` in-process (a subprocess per call costs seconds on a busy machine)."""
+    code = main(["memory", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_text_and_json(generated, capsys: pytest.CaptureFixture[str]) -> None:
+    truth, db, run_id = generated
+    code, out, err = _cli(capsys, "--db", str(db), "--run", str(run_id))
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[1].startswith("Peak reserved 58.5 GiB at ") and lines[1].endswith(
+        ", step 13, during aten::cat — headroom unknown (the device's capacity is not known: no device table "
+        "entry, no OOM message)"
+    )
+    assert (
+        "Held outside the framework (npu_module_mem): 1.5 GiB at most (HCCL 1.0 GiB, RUNTIME 512.0 MiB, "
+        "SLOG 16.0 MiB)" in lines
+    )
+    assert "None" not in out and err == ""
+    code, out, err = _cli(capsys, "--db", str(db), "--run", str(run_id), "--json")
+    payload = json.loads(out)
+    assert set(payload) >= JSON_KEYS
+    assert payload["peak_reserved_bytes"] == truth["peak_reserved_bytes"]
+    assert set(payload["components"][0]) >= {"component", "peak_reserved_bytes"}
+    assert set(payload["top_allocators"][0]) >= {"name", "bytes", "held_ns"}
+
+
+def test_cli_run_without_memory_and_bad_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "none.duckdb"
+    with Store(db) as store:
+        store.cursor().execute("INSERT INTO runs (run_id, run_key, platform) VALUES (5, 'k', 'ascend')")
+    code, out, _ = _cli(capsys, "--db", str(db), "--run", "5")
+    assert code == 0
+    assert out.startswith("no memory records for run 5: torch_npu writes memory_record.csv")
+    assert "profile_memory=True" in out and len(out.splitlines()) == 1
+    assert _cli(capsys, "--db", str(db), "--run", "9") == (
+        2,
+        "",
+        f"diag: error: no run 9 in {db} (see `diag runs`)\n",
+    )
+
+
+def test_oom_log_alone_gives_figures_and_verdict(tmp_path: Path) -> None:
+    log = CORPUS / "cann_logs" / "008_oom_torch_outofmemoryerror_sglang_29838.log"
+    if not log.is_file():
+        pytest.skip("../shared/corpus is not present (a user's clone has none)")
+    with Store(tmp_path / "log.duckdb") as store:
+        ingest_into(store, [log])
+        s = memory_summary(store)
+    assert s["run_id"] is None and s["peak_reserved_bytes"] is None
+    assert [o["verdict"] for o in s["oom"]] == ["out_of_memory"]
+    assert s["oom"][0]["requested_bytes"] == 72 * MB
+    assert s["capacity_from"] == "log" and s["headroom_pct"] is None  # no peak to hold against it
+    assert [f["title"] for f in s["findings"]] == ["OOM: the device was full (asked for 72.0 MiB)"]
