@@ -15,6 +15,7 @@ import pytest
 
 from diag.analyses.findings import device_findings
 from diag.analyses.memory import memory_steps, memory_summary, memory_timeline
+from diag.analyses.memory_findings import memory_advice
 from diag.cli import main
 from diag.store import Store
 from sample_traces.generate import FILES, generate
@@ -296,3 +297,13 @@ def test_oom_log_alone_gives_figures_and_verdict(tmp_path: Path) -> None:
     assert s["oom"][0]["requested_bytes"] == 72 * MB
     assert s["capacity_from"] == "log" and s["headroom_pct"] is None  # no peak to hold against it
     assert [f["title"] for f in s["findings"]] == ["OOM: the device was full (asked for 72.0 MiB)"]
+
+
+@pytest.mark.parametrize("key", sorted(memory_advice()))
+def test_memory_advice_row_names_every_platform_an_owner_and_no_foreign_term(key: str) -> None:
+    from tests.test_platform import PLATFORMS, _foreign
+
+    rule = memory_advice()[key]
+    assert rule["owner"] in {"code", "config", "stack", "vendor", "hardware"}
+    for platform in PLATFORMS:
+        assert rule[platform] and _foreign(rule[platform], platform) == [], (key, platform)
