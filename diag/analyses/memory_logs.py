@@ -32,8 +32,11 @@ KV_KEYS = (
     "weights_bytes", "non_torch_bytes", "activation_peak_bytes", "kv_cache_bytes", "gpu_memory_utilization",
     "budget_bytes", "capacity_bytes", "num_blocks", "kv_cache_tokens", "max_model_len",
 )  # fmt: skip
-# figures that make a start-up memory profile (without one of them there is no KV-cache budget to speak of)
-KV_CORE = ("kv_cache_bytes", "num_blocks", "kv_cache_tokens", "max_concurrency", "kv_cache_needed_bytes")
+# figures that make a start-up memory profile (a gpu_memory_utilization or max_model_len setting alone does not)
+KV_CORE = (
+    "kv_cache_bytes", "num_blocks", "kv_cache_tokens", "max_concurrency", "kv_cache_needed_bytes", "weights_bytes",
+    "non_torch_bytes", "activation_peak_bytes", "budget_bytes", "non_kv_cache_bytes",
+)  # fmt: skip
 
 
 @lru_cache(maxsize=2)
@@ -191,6 +194,11 @@ def oom_verdict(figures: dict[str, Any], kind: str = "other") -> tuple[str, str]
             f"{size(f.outside)} of the {size(f.capacity)} device is neither free ({size(f.free)}) nor reserved by "
             f"this process's allocator ({size(f.reserved)}): another process, HCCL buffers or non-PyTorch "
             "allocations hold it."
+        )
+    if f.requested is not None and f.free is not None and f.requested <= f.free:
+        return "unknown", (
+            f"The {size(f.requested)} request is smaller than the {size(f.free)} free: the figures do not explain "
+            "the failure (a per-process limit or another allocator may apply)."
         )
     if None not in (f.capacity, f.reserved, f.free, f.requested):
         return "out_of_memory", _full_reason(f)
