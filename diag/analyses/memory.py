@@ -222,8 +222,8 @@ def _capacity(store: Store, run_id: int | None, fig: dict[str, Any], oom: list[d
     """Capacity from the device table (the run's hardware), else what an OOM message states, else unknown: the
     headroom is never computed from a guess."""
     device, _ = device_for_run(store, run_id) if run_id is not None else (None, "")
-    if device is not None and device.memory_bytes:
-        fig["capacity_bytes"], fig["capacity_from"] = int(device.memory_bytes), "device_table"
+    if device is not None and device.capacity_bytes:
+        fig["capacity_bytes"], fig["capacity_from"] = int(device.capacity_bytes), "device_table"
         fig["device_name"] = device.name
     else:
         stated = [o["capacity_bytes"] for o in oom if o.get("capacity_bytes")]
