@@ -316,3 +316,29 @@ def test_memory_advice_row_names_every_platform_an_owner_and_no_foreign_term(key
     assert rule["owner"] in {"code", "config", "stack", "vendor", "hardware"}
     for platform in PLATFORMS:
         assert rule[platform] and _foreign(rule[platform], platform) == [], (key, platform)
+
+
+def test_slow_device_allocation_is_msprof_analyzes_memory_rule(tmp_path: Path) -> None:
+    """aclMallocMemInner calls of 10 ms or more in all (msprof-analyze rules/memory.yaml) make a finding; less none."""
+    with Store(tmp_path / "alloc.duckdb") as store:
+        cur = store.cursor()
+        cur.execute("INSERT INTO runs (run_id, run_key, platform) VALUES (1, 'k', 'ascend')")
+        for i, dur in enumerate((4_000_000, 4_000_000, 2_500_000)):
+            cur.execute(
+                "INSERT INTO host_ops (run_id, file_id, category, name, start_ns, dur_ns) "
+                "VALUES (1, 1, 'cann_api', 'AscendCL@aclMallocMemInner', ?, ?)",
+                [i * 10_000_000, dur],
+            )
+        cur.execute(
+            "INSERT INTO host_ops (run_id, file_id, category, name, start_ns, dur_ns) "
+            "VALUES (1, 1, 'cann_api', 'AscendCL@aclrtFree', 0, 9999000)"
+        )
+        s = memory_summary(store, 1)
+    assert s["alloc_calls"] == [
+        {"name": "AscendCL@aclMallocMemInner", "count": 3, "total_ns": 10_500_000},
+        {"name": "AscendCL@aclrtFree", "count": 1, "total_ns": 9_999_000},
+    ]
+    assert [f["title"] for f in s["findings"]] == [
+        "Slow device memory allocation / free on the host: AscendCL@aclMallocMemInner ×3 (10.5 ms)"
+    ]
+    assert "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True" in s["findings"][0]["suggestion"]

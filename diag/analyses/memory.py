@@ -159,6 +159,7 @@ def _empty(run_id: int | None, platform: str | None = None) -> dict[str, Any]:
         "non_app_bytes": None,
         "non_app_modules": [],
         "churn": None,
+        "alloc_calls": [],
     }
 
 
@@ -195,6 +196,7 @@ def _figures(store: Store, run_id: int) -> dict[str, Any]:
     if outside:
         fig["non_app_bytes"], fig["non_app_modules"] = outside["peak_bytes"], outside["modules"]
     fig["churn"] = mf.churn(cur, run_id, steps)
+    fig["alloc_calls"] = mf.alloc_calls(cur, run_id)
     return fig
 
 

@@ -199,3 +199,13 @@ def non_framework(cur: duckdb.DuckDBPyConnection, run_id: int) -> dict[str, Any]
         "peak_bytes": int(peak),
         "modules": [{"module": m, "peak_reserved_bytes": int(b)} for m, b in rows],
     }
+
+
+def alloc_calls(cur: duckdb.DuckDBPyConnection, run_id: int) -> list[dict[str, Any]]:
+    """The device memory API calls on the host (rules/memory_components.toml slow_alloc_calls): count and time."""
+    rows = cur.execute(
+        """SELECT name, count(*), sum(dur_ns) FROM host_ops WHERE run_id = $run AND list_contains($names, name)
+           GROUP BY 1 ORDER BY 3 DESC, 1""",
+        {"run": run_id, "names": component_rules()["slow_alloc_calls"]},
+    ).fetchall()
+    return [{"name": n, "count": int(c), "total_ns": int(t or 0)} for n, c, t in rows]
