@@ -201,9 +201,11 @@ def _corpus_exports(kind: str) -> list[Path]:
 
 
 def _peaks(db: Path, sources: list[Path]) -> dict[Path, dict[tuple[str, str], int]]:
-    """Ingest ``sources`` and return memory_summary's peak reserved per (source, component) of each file's run."""
+    """Ingest ``sources`` (with npu_module_mem.csv beside a memory_record.csv) and return memory_summary's peak
+    reserved per (source, component) of each file's run."""
+    modules = [p.with_name("npu_module_mem.csv") for p in sources if p.name == "memory_record.csv"]
     with Store(db) as store:
-        ingest_into(store, sources)
+        ingest_into(store, sources + [m for m in modules if m.is_file()])
         out = {}
         for path in sources:
             run = (
@@ -227,7 +229,14 @@ def test_every_text_export_peak_per_component_equals_the_csv(tmp_path: Path) -> 
                 mb = float(row["Total Reserved(MB)"])
                 expected[row["Component"]] = max(expected.get(row["Component"], mb), mb)
         ours = {comp: b for (src, comp), b in got[path].items() if src == "memory_record"}
-        assert ours == {c: round(mb * MB) for c, mb in expected.items() if mb}, path
+        assert ours == {c: round(mb * MB) for c, mb in expected.items() if mb > 0}, path
+        modules: dict[str, float] = {}
+        with open(path.with_name("npu_module_mem.csv"), newline="", encoding="utf-8") as fh:
+            for row in csv.DictReader(fh):
+                mb = float(row["Total Reserved(MB)"])
+                modules[row["Component"]] = max(modules.get(row["Component"], mb), mb)
+        ours = {comp: b for (src, comp), b in got[path].items() if src == "npu_module_mem"}
+        assert ours == {c: round(mb * MB) for c, mb in modules.items() if mb > 0}, path
 
 
 def test_every_db_export_peak_per_component_equals_sqlite(tmp_path: Path) -> None:
@@ -245,9 +254,17 @@ def test_every_db_export_peak_per_component_equals_sqlite(tmp_path: Path) -> Non
             app = con.execute(
                 "SELECT max(n.ddr + n.hbm) FROM NPU_MEM n JOIN STRING_IDS s ON s.id = n.type WHERE lower(s.value) = 'app'"
             ).fetchone()[0]
+            modules = dict(
+                con.execute(
+                    "SELECT e.name, max(n.totalReserved) FROM NPU_MODULE_MEM n JOIN ENUM_MODULE e ON e.id = n.moduleId "
+                    "GROUP BY 1"
+                ).fetchall()
+            )
         expected["APP"] = app
         ours = {comp: b for (src, comp), b in got[path].items() if src == "memory_record"}
-        assert ours == {c: b for c, b in expected.items() if b}, path
+        assert ours == {c: b for c, b in expected.items() if b > 0}, path
+        ours = {comp: b for (src, comp), b in got[path].items() if src == "npu_module_mem"}
+        assert ours == {c: b for c, b in modules.items() if b > 0}, path
 
 
 def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -342,3 +359,10 @@ def test_slow_device_allocation_is_msprof_analyzes_memory_rule(tmp_path: Path) -
         "Slow device memory allocation / free on the host: AscendCL@aclMallocMemInner ×3 (10.5 ms)"
     ]
     assert "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True" in s["findings"][0]["suggestion"]
+
+
+def test_diag_findings_lists_memory_findings_without_a_device_time_share(generated, capsys) -> None:
+    _, db, run_id = generated
+    assert main(["findings", "--db", str(db), "--run", str(run_id)]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if "│ memory " in line]
+    assert len(rows) == 2 and all(line.startswith("│ medium   │ —      │ memory ") for line in rows)

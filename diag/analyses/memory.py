@@ -171,7 +171,8 @@ def _figures(store: Store, run_id: int) -> dict[str, Any]:
     fig["components"] = [
         {k: s[k] for k in ("source", "component", "peak_reserved_bytes", "peak_allocated_bytes", "samples")}
         for s in series
-        if s["peak_reserved_bytes"] or s["peak_allocated_bytes"]
+        # a module that never held memory (0), or of which only releases were seen (-1 in npu_module_mem), is no row
+        if (s["peak_reserved_bytes"] or 0) > 0 or (s["peak_allocated_bytes"] or 0) > 0
     ]
     total = mf.pick(series, "reserved_total", "peak_reserved_bytes")
     alloc = mf.pick(series, "allocator", "peak_allocated_bytes")
