@@ -366,3 +366,26 @@ def test_diag_findings_lists_memory_findings_without_a_device_time_share(generat
     assert main(["findings", "--db", str(db), "--run", str(run_id)]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if "│ memory " in line]
     assert len(rows) == 2 and all(line.startswith("│ medium   │ —      │ memory ") for line in rows)
+
+
+def test_an_oom_log_beside_its_profile_is_joined_to_the_run(tmp_path: Path) -> None:
+    """The log's stated capacity stands in for the unknown device: the profile's peak gets a headroom from it."""
+    log = CORPUS / "cann_logs" / "008_oom_torch_outofmemoryerror_sglang_29838.log"
+    if not log.is_file():
+        pytest.skip("../shared/corpus is not present (a user's clone has none)")
+    truth = generate(tmp_path / "gen", steps=3, layers=1, ranks=1, seed=4, files=("trace_view", "memory"))
+    run_dir = tmp_path / "gen" / truth["ranks"]["0"]["run_dir"]
+    shutil.copy(log, run_dir / "plog-oom.log")
+    with Store(tmp_path / "joined.duckdb") as store:
+        ingest_into(store, [tmp_path / "gen"])
+        run_id = (
+            store.cursor().execute("SELECT run_id FROM runs WHERE name = ?", [run_dir.name]).fetchall()[0][0]
+        )
+        s = memory_summary(store, run_id)
+        by_log = memory_summary(store, log_file="plog-oom.log")
+    oom = s["oom"][0]
+    assert (oom["run_id"], oom["verdict"], s["capacity_from"]) == (run_id, "out_of_memory", "log")
+    assert s["peak_reserved_bytes"] == truth["ranks"]["0"]["memory"]["peak_reserved_bytes"]
+    assert s["headroom_pct"] == pytest.approx(100 - 100 * s["peak_reserved_bytes"] / oom["capacity_bytes"])
+    assert by_log["run_id"] == run_id and by_log["peak_reserved_bytes"] == s["peak_reserved_bytes"]
+    assert [f["evidence"]["kind"] for f in s["findings"]][:1] == ["headroom"]
