@@ -88,6 +88,8 @@ def judge(store: Any, row: dict[str, str]) -> dict[str, Any]:  # noqa: ANN401
     except ValueError:  # the file was not read as a log (detection): diag says nothing about it
         verdict, got = "nothing", {}
     want = expected_figures(row["expected_figures"])
+    if row["what"] == "setting":  # a setting's value is compared as written
+        want = {k: str(v) for k, v in want.items()}
     if row["what"] != "setting":  # every figure of the question: the ones not listed are null
         want = {k: want.get(k) for k in got} if got else want
     wrong = {k: (v, got.get(k)) for k, v in want.items() if got.get(k) != v}
