@@ -389,3 +389,28 @@ def test_an_oom_log_beside_its_profile_is_joined_to_the_run(tmp_path: Path) -> N
     assert s["headroom_pct"] == pytest.approx(100 - 100 * s["peak_reserved_bytes"] / oom["capacity_bytes"])
     assert by_log["run_id"] == run_id and by_log["peak_reserved_bytes"] == s["peak_reserved_bytes"]
     assert [f["evidence"]["kind"] for f in s["findings"]][:1] == ["headroom"]
+
+
+def test_kineto_memory_events_of_the_cuda_generator(tmp_path: Path) -> None:
+    """s6-memcuda's Kineto [memory] rows: peaks equal the generator's truth, host rows ignored, allocators named
+    after their CPU op, capacity from the trace's H100 80GB."""
+    from sample_traces.generate_cuda import generate as generate_cuda
+
+    generate(tmp_path / "npu", steps=3, layers=1, ranks=1, seed=2, files=("kernel_details",))
+    gt = generate_cuda(tmp_path / "npu", tmp_path / "gpu", memory=True)["memory"]
+    with Store(tmp_path / "cuda.duckdb") as store:
+        ingest_into(store, [tmp_path / "gpu"])
+        s = memory_summary(store)
+    assert (s["platform"], s["sources"], s["reserved_series"], s["allocator_series"]) == (
+        "cuda",
+        ["kineto"],
+        "kineto:PyTorch",
+        "kineto:PyTorch",
+    )
+    assert (s["peak_reserved_bytes"], s["peak_allocated_bytes"]) == (
+        gt["peak_reserved_bytes"],
+        gt["peak_allocated_bytes"],
+    )
+    assert {a["name"]: a["bytes"] for a in s["top_allocators"]} == gt["bytes_by_op"]
+    assert s["capacity_from"] == "device_table" and s["device_name"] == match_device("H100 80GB HBM3").name
+    assert all("NPU" not in f["suggestion"] for f in s["findings"])
