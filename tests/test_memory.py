@@ -226,3 +226,26 @@ def test_diag_findings_lists_memory_findings_without_a_device_time_share(generat
     assert main(["findings", "--db", str(db), "--run", str(run_id)]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if "│ memory " in line]
     assert len(rows) == 2 and all(line.startswith("│ medium   │ —      │ memory ") for line in rows)
+
+
+def test_cli_without_run_says_which_of_several_runs_it_shows(tmp_path: Path, capsys) -> None:
+    db = tmp_path / "two.duckdb"
+    with Store(db) as store:
+        cur = store.cursor()
+        for rid in (1, 2):
+            cur.execute(
+                "INSERT INTO runs (run_id, run_key, platform, source) VALUES (?, ?, 'ascend', ?)",
+                [rid, f"k{rid}", f"/p/run{rid}"],
+            )
+            cur.execute(
+                "INSERT INTO memory (run_id, file_id, source, component, ts_ns, reserved_bytes, device) "
+                "VALUES (?, ?, 'memory_record', 'APP', 5, ?, 'NPU:0')",
+                [rid, rid, rid * 1024 * MB],
+            )
+    code, out, _ = _cli(capsys, "--db", str(db))
+    assert code == 0
+    assert out.splitlines()[:2] == [
+        "run 2 · /p/run2 (the last of 2 runs with memory data; --run to choose)",
+        "Peak reserved 2.0 GiB — headroom unknown (the device's capacity is not known: no device table entry, no "
+        "OOM message)",
+    ]

@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 
 from diag.analyses import memory_logs
-from diag.analyses.memory import memory_summary
+from diag.analyses.memory import memory_summary, runs_with_memory
 from diag.analyses.memory_findings import size_text
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
 from diag.commands._format import MISSING, cell, escape, fmt_count, fmt_ns, fmt_pct, path_tails, table
@@ -53,6 +53,7 @@ def memory(
                 raise MemoryUsageError(f"{exc} (see `diag logs`)") from None
         summary = memory_summary(store, run, log)
         source = _run_source(store, summary["run_id"])
+        others = len(runs_with_memory(store)) - 1 if run is None and log is None else 0
     if as_json:
         print_json(summary)
         return
@@ -63,7 +64,8 @@ def memory(
         out.print(escape(NO_MEMORY.format(where=where)))
         return
     if summary["run_id"] is not None:
-        out.print(f"run {summary['run_id']} · {escape(source or MISSING)}")
+        more = f" (the last of {others + 1} runs with memory data; --run to choose)" if others > 0 else ""
+        out.print(f"run {summary['run_id']} · {escape(source or MISSING)}{more}")
     if has_memory:
         out.print(escape(headline(summary)))
         for line in detail_lines(summary):
