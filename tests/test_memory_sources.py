@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from diag.analyses.memory import memory_summary
+from diag.cli import main
 from diag.devices import match_device
 from diag.store import Store
 from sample_traces.generate import generate
@@ -145,7 +146,7 @@ def test_every_db_export_peak_per_component_equals_sqlite(tmp_path: Path) -> Non
         assert ours == {c: b for c, b in modules.items() if b > 0}, path
 
 
-def test_oom_log_alone_gives_figures_and_verdict(tmp_path: Path) -> None:
+def test_oom_log_alone_gives_figures_and_verdict(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = CORPUS / "cann_logs" / "008_oom_torch_outofmemoryerror_sglang_29838.log"
     if not log.is_file():
         pytest.skip("../shared/corpus is not present (a user's clone has none)")
@@ -157,6 +158,10 @@ def test_oom_log_alone_gives_figures_and_verdict(tmp_path: Path) -> None:
     assert s["oom"][0]["requested_bytes"] == 72 * MB
     assert s["capacity_from"] == "log" and s["headroom_pct"] is None  # no peak to hold against it
     assert [f["title"] for f in s["findings"]] == ["OOM: the device was full (asked for 72.0 MiB)"]
+    assert main(["memory", "--db", str(tmp_path / "log.duckdb")]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == (
+        "1 OOM in the logs: out_of_memory (asked for 72.0 MiB of 61.3 GiB)"
+    )
 
 
 def test_an_oom_log_beside_its_profile_is_joined_to_the_run(tmp_path: Path) -> None:

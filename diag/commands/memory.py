@@ -167,8 +167,19 @@ def _print_tables(out: Console, s: dict[str, Any]) -> None:
         out.print(tbl)
 
 
+def oom_line(s: dict[str, Any]) -> str:
+    """The answer when there is no profile: 1 OOM in the logs: out_of_memory (asked for 72.0 MiB of 61.3 GiB)."""
+    parts = []
+    for o in s["oom"]:
+        asked = f"asked for {size_text(o.get('requested_bytes'))}" if o.get("requested_bytes") else ""
+        of = f" of {size_text(o['capacity_bytes'])}" if asked and o.get("capacity_bytes") else ""
+        parts.append(f"{o.get('verdict') or 'unknown'}" + (f" ({asked}{of})" if asked else ""))
+    return f"{len(parts)} OOM{'s' if len(parts) != 1 else ''} in the logs: {', '.join(parts)}"
+
+
 def _print_logs(out: Console, s: dict[str, Any]) -> None:
     if s["oom"]:
+        out.print(escape(oom_line(s)))
         tbl = table("verdict", "requested", "capacity", "allocated", "reserved", "free", "where", title="OOM")
         tails = path_tails(o.get("file") for o in s["oom"])
         for o in s["oom"]:
