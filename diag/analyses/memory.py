@@ -38,10 +38,8 @@ def memory_timeline(store: Store, run_id: int, max_points: int = TIMELINE_POINTS
                            (SELECT component FROM {mf.MEM} WHERE source = 'npu_module_mem' AND reserved_bytes > 0)),
                  span AS (SELECT source, component, count(*) AS n, min(ts_ns) AS lo, max(ts_ns) AS hi
                           FROM m GROUP BY 1, 2),
-                 b AS (SELECT m.*, CASE WHEN n <= $pts THEN row_number() OVER (PARTITION BY m.source, m.component
-                                                                               ORDER BY ts_ns)
-                                   ELSE CAST((CAST(ts_ns - lo AS HUGEINT) * $pts) // greatest(hi - lo, 1) AS BIGINT)
-                                   END AS bin
+                 b AS (SELECT m.*, CASE WHEN n <= $pts THEN ts_ns  -- few samples: each time its own point
+                                   ELSE CAST(floor((ts_ns - lo) / ((hi - lo + 1) / $pts::DOUBLE)) AS BIGINT) END AS bin
                        FROM m JOIN span USING (source, component))
             SELECT min(ts_ns), source, component, max(allocated_bytes), max(reserved_bytes), max(active_bytes),
                    max(reserved_bytes - allocated_bytes)
