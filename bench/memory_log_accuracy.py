@@ -10,6 +10,9 @@ no profile and each is asked through ``log_file`` (``diag.analyses.memory_logs``
 * ``kv``: ``kv_cache()``'s verdict (an empty expected verdict: null) and its figures (those not listed: null);
 * ``setting``: the set of ``kind=value`` of ``memory_log_lines()``.
 
+"Wrong claims" counts rows where diag states something false: a named verdict that is not the expected one, or a
+figure with a wrong value; saying less (a null figure, ``unknown``, nothing) is a miss, not a wrong claim.
+
 A row is right when the verdict is right AND the figures are exact (bytes equal).  The half of a file is fixed by
 its name (``bench.log_accuracy.half_of``): shapes and kinds may be written against the ``train`` half only; the
 ``held`` half measures how they generalize.
@@ -119,6 +122,14 @@ def outcomes(folder: Path = FOLDER) -> list[dict[str, Any]]:
         return [judge(store, r) for r in rows]
 
 
+def _claims_wrong(result: dict[str, Any]) -> bool:
+    """A named verdict other than the expected one, or a figure stated with a wrong value (saying less — a null
+    figure, ``unknown``, nothing — is a miss, not a wrong claim)."""
+    verdict = result["got"]
+    named = verdict not in ("unknown", "nothing", None) and verdict != result["expected"]
+    return named or any(got is not None for _, got in result["wrong"].values())
+
+
 def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
     right = [r for r in results if r["verdict_ok"] and r["figures_ok"]]
     return {
@@ -127,6 +138,7 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
         "accuracy": len(right) / len(results) if results else None,
         "verdict_right": sum(r["verdict_ok"] for r in results),
         "figures_exact": sum(r["figures_ok"] for r in results),
+        "wrong_claims": sum(_claims_wrong(r) for r in results),
         "misses": [r for r in results if not (r["verdict_ok"] and r["figures_ok"])],
     }
 
@@ -141,7 +153,8 @@ def print_text(figures: dict[str, dict[str, Any]]) -> None:
     for half, f in figures.items():
         pct = "—" if f["accuracy"] is None else f"{100 * f['accuracy']:.1f} %"
         print(f"== {half}: {f['rows']} rows, right (verdict and figures) {f['right']} = {pct}; "
-              f"verdict right {f['verdict_right']}, figures exact {f['figures_exact']}")  # fmt: skip
+              f"verdict right {f['verdict_right']}, figures exact {f['figures_exact']}, "
+              f"wrong claims {f['wrong_claims']}")  # fmt: skip
         for m in f["misses"]:
             wrong = ", ".join(f"{k}: want {w}, got {g}" for k, (w, g) in m["wrong"].items())
             print(

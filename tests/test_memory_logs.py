@@ -219,3 +219,60 @@ def test_memory_held_before_vllm_started(store: Store) -> None:
     kv = ml.kv_cache(store, log_file="i_vllm_v0_gpu_blocks_only_vllm_5248.log")
     assert kv is not None and (kv["num_blocks"], kv["verdict"]) == (507, None)
     assert kv["verdict_reason"] == "The log states no KV-cache size to judge."
+
+
+def test_an_oom_message_is_not_part_of_the_start_up_profile(tmp_path: Path) -> None:
+    with _log(
+        tmp_path, "serve.log",
+        "INFO 04-24 16:33:13 [kv_cache_utils.py:634] GPU KV cache size: 158,656 tokens",
+        "ERROR 04-24 17:00:00 [core.py:1] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 50.00 MiB. "
+        "GPU 0 has a total capacity of 23.56 GiB of which 21.75 MiB is free.",
+    ) as store:  # fmt: skip
+        kv = ml.kv_cache(store)
+        (event,) = ml.oom_events(store)
+    assert kv is not None and (kv["kv_cache_tokens"], kv["capacity_bytes"], kv["line"]) == (158656, None, 1)
+    assert (event["capacity_bytes"], event["verdict"], event["line"]) == (round(23.56 * GIB), "unknown", 2)
+
+
+# -- rules/memory_logs.toml: one real example per kind and setting (DuckDB's RE2, as the queries run them) -------
+KIND_EXAMPLES = {
+    "torch_npu": "RuntimeError: NPU out of memory. Tried to allocate 22.00 MiB (NPU 0; 60.97 GiB total capacity;",
+    "torch_cuda": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 50.00 MiB. GPU 0 has a total capacity",
+    "vllm_startup_free": "ValueError: Free memory on device cuda:1 (19.77/22.05 GiB) on startup is less than desired "
+    "GPU memory utilization (0.9, 19.84 GiB).",
+    "vllm_kv_cache": "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`",
+    "hccl_alloc": "Failed to allocate resource[DeviceMemory] with info [size:2147483648]. Reason: Memory resources",
+    "cann_memory_pool": "Fail to init MemoryPoolManager, retCode=0x711000e.[FUNC:Init][FILE:raw_device.cc][LINE:670]",
+    "acl_malloc": "[ERROR] RUNTIME(1,python):2026-01-01-00:00:00.000.001 [mem.cc:9]1 rtMalloc failed, size=1073741824",
+    "mindspore_alloc": "plus alloc size : 100555779072 is more than total mem size : 61079552000.",
+}  # fmt: skip
+SETTING_EXAMPLES = {
+    "hccl_buffsize": ("export HCCL_BUFFSIZE=200 ", "200"),
+    "mindie_npu_mem_size": ('"npuMemSize" : -1,', "-1"),
+    "npu_alloc_conf": ("INFO 07-07 12:55:01 [platform.py:759] Set PYTORCH_NPU_ALLOC_CONF=expandable_segments:True",
+                       "expandable_segments:True"),
+    "cuda_alloc_conf": ("PYTORCH_CUDA_ALLOC_CONF='max_split_size_mb:128,garbage_collection_threshold:0.6'",
+                        "max_split_size_mb:128,garbage_collection_threshold:0.6"),
+    "memory_pool_init_failed": ("Fail to init MemoryPoolManager, retCode=0x711000e.[FUNC:Init]", "0x711000e"),
+}  # fmt: skip
+
+
+def test_every_kind_and_setting_has_an_example_that_it_takes_first():
+    import duckdb
+
+    rules = ml.memory_rules()
+    kinds, settings = rules["oom_kind"], {s["id"]: s for s in rules["setting"]}
+    assert [k["id"] for k in kinds] == list(KIND_EXAMPLES) and list(settings) == list(SETTING_EXAMPLES)
+    con = duckdb.connect()
+    for kind_id, text in KIND_EXAMPLES.items():
+        first = next(
+            k["id"]
+            for k in kinds
+            if con.execute("SELECT regexp_matches(?, ?)", [text, k["pattern"]]).fetchone()[0]
+        )
+        assert first == kind_id
+    for setting_id, (text, value) in SETTING_EXAMPLES.items():
+        got = con.execute(
+            "SELECT regexp_extract(?, ?, 1)", [text, settings[setting_id]["pattern"]]
+        ).fetchone()[0]
+        assert got == value, setting_id

@@ -148,8 +148,8 @@ def oom_events(store: Store, run_id: int | None = None, log_file: str | None = N
 
 # -- the KV-cache budget ---------------------------------------------------------------------------------------
 def _kv_rows(store: Store, run_id: int | None, log_file: str | None) -> list[tuple[Any, ...]]:
-    """(file, line, ts_ns, figures, no_room) of every record that states a start-up memory figure or says there is
-    no room for the cache, by file then position."""
+    """(file, line, ts_ns, figures, no_room) of every record that states a start-up memory figure (not an OOM
+    message's: its capacity is the device's, not the profile's) or says there is no room for the cache."""
     where, params = _scope(store, run_id, log_file)
     keys = (*KV_KEYS, *KV_CORE)
     has_key = " OR ".join(f"json_exists(l.figures, '$.{k}')" for k in dict.fromkeys(keys))
@@ -159,7 +159,8 @@ def _kv_rows(store: Store, run_id: int | None, log_file: str | None) -> list[tup
         .execute(
             f"""SELECT f.source, l.line_no, l.ts_ns, CAST(l.figures AS VARCHAR), regexp_matches(l.raw, ?)
                 FROM log_records l JOIN files f USING (file_id)
-                WHERE (l.figures IS NOT NULL AND ({has_key}) OR regexp_matches(l.raw, ?)){where}
+                WHERE (l.figures IS NOT NULL AND ({has_key}) AND NOT json_exists(l.figures, '$.requested_bytes')
+                       OR regexp_matches(l.raw, ?)){where}
                 ORDER BY l.file_id, l.record_no""",
             [no_room, no_room, *params],
         )
