@@ -61,14 +61,34 @@ def test_cuda_sources_are_generic(tmp_path: Path) -> None:
         assert [f["evidence"]["kind"] for f in s["findings"]] == ["fragmentation"]  # 51.2% and 2.0 GiB
         assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in s["findings"][0]["suggestion"]
         assert "NPU" not in s["findings"][0]["suggestion"]
-        store.cursor().execute(  # nsys: the whole process through the CUDA API, preferred for reserved
-            "INSERT INTO memory (run_id, file_id, source, component, ts_ns, reserved_bytes, device) "
-            "VALUES (1, 2, 'nsys', 'CUDA', 35, ?, '0')",
-            [5000 * MB],
+        cur = store.cursor()  # nsys: what the process holds through the CUDA API (its allocated total)
+        cur.execute(
+            "INSERT INTO memory (run_id, file_id, source, component, ts_ns, allocated_bytes, device) "
+            "VALUES (1, 2, 'nsys', 'CUDA', 35, ?, 'cuda:0'), (1, 2, 'nsys', 'CUDA', 36, ?, 'cuda:1')",
+            [5000 * MB, 100 * MB],
         )
         s = memory_summary(store, 1)
     assert (s["reserved_series"], s["peak_reserved_bytes"], s["peak_ts_ns"]) == ("nsys:CUDA", 5000 * MB, 35)
-    assert s["allocator_series"] == "kineto:PyTorch"
+    assert (s["allocator_series"], s["device"]) == ("kineto:PyTorch", "cuda:0")  # cuda:1 holds less
+
+
+def test_nsys_memory_of_a_multi_gpu_capture(tmp_path: Path) -> None:
+    """s6-memcuda's nsys rows (running totals per GPU): the GPU holding the most is reported, alone."""
+    from tests.test_cuda_memory import _usage_tables
+    from tests.test_cuda_parsers import build_nsys
+
+    export = build_nsys(tmp_path / "report1.sqlite")
+    with sqlite3.connect(export) as con:
+        _usage_tables(con)
+    with Store(tmp_path / "nsys.duckdb") as store:
+        ingest_into(store, [export])
+        s = memory_summary(store)
+    assert (s["platform"], s["device"], s["reserved_series"]) == ("cuda", "cuda:1", "nsys:CUDA")
+    assert (s["peak_reserved_bytes"], s["allocator_series"], s["top_allocators"][0]["name"]) == (
+        4 * MB,
+        None,
+        "cudaMalloc",
+    )
 
 
 def _corpus_exports(kind: str) -> list[Path]:
