@@ -265,3 +265,23 @@ def test_kv_cache_budget_findings(tmp_path: Path, lines: list[str], title: str, 
     kv = [f for f in s["findings"] if f["evidence"]["kind"] == kind]
     assert [f["title"] for f in kv] == [title]
     assert kv[0]["evidence"]["owner"] == "config"
+
+
+def test_memory_settings_the_logs_state(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = (
+        Path(__file__).parent
+        / "fixtures"
+        / "memory_logs"
+        / "i_sglang_npu_oom_alloc_conf_hccl_buffsize_15453.log"
+    )
+    db = tmp_path / "settings.duckdb"
+    with Store(db) as store:
+        ingest_into(store, [log])
+        s = memory_summary(store)
+    assert [(x["setting"], x["value"], x["line"]) for x in s["log_settings"]] == [
+        ("PYTORCH_NPU_ALLOC_CONF", "expandable_segments:True", 4),
+        ("HCCL_BUFFSIZE", "200", 8),
+    ]
+    assert main(["memory", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert f"│ HCCL_BUFFSIZE          │ 200                      │ {log.name}:8 │" in out
