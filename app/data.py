@@ -256,3 +256,46 @@ def chrome_trace_bytes(run_id: int) -> bytes:
         path = Path(tmp) / "trace.json"
         chrome_trace.write_chrome_trace(store(), run_id, path)
         return path.read_bytes()
+
+
+# --- Ops page (#20): the op table, one op's shapes, PMU / L2 per op (imports local: this section only appends) ---
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def op_table(fp: str, run_id: int, by: str, baseline: int | None) -> list[dict]:
+    """The run's kernels by op type, kernel or op class (diag.analyses.ops), the baseline's classes beside."""
+    from diag.analyses import ops
+
+    return ops.op_table(store(), run_id, by, baseline)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def op_shapes(fp: str, run_id: int, name: str, by: str) -> list[dict]:
+    """One op's distinct input shapes with their time and varying dimension (diag.analyses.ops_shapes)."""
+    from diag.analyses import ops_shapes
+
+    return ops_shapes.op_shapes(store(), run_id, name, by)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def op_shapes_by_step(fp: str, run_id: int, name: str, by: str) -> list[dict]:
+    from diag.analyses import ops_shapes
+
+    return ops_shapes.shapes_by_step(store(), run_id, name, by)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def op_pmu(fp: str, run_id: int, by: str) -> list[dict]:
+    """PMU ratios and L2 rates per op type or kernel (diag.analyses.ops_pmu); empty without kernel_details PMU."""
+    from diag.analyses import ops_pmu
+
+    return ops_pmu.op_pmu(store(), run_id, by)
+
+
+def op_baselines(fp: str, run_id: int) -> tuple[list[int], int | None]:
+    """Runs that can be this run's baseline (every other comparable run) and the default one: the first run of
+    the other platform (an Ascend run's CUDA run), as the Compare page picks its pair; None when there is none."""
+    platform = {r["run_id"]: r["platform"] for r in runs(fp)}
+    choices = [i for i in comparable_runs(fp) if i != run_id and i in platform]
+    other = "ascend" if platform.get(run_id) in ("cuda", "rocm") else "cuda"
+    return choices, next((i for i in choices if platform[i] == other), None)

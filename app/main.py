@@ -28,6 +28,7 @@ PAGES = [
     st.Page("app_pages/03_timeline.py", title="Timeline", icon=":material/timeline:"),
     st.Page("app_pages/04_stalls.py", title="Stalls", icon=":material/stacked_bar_chart:"),
     st.Page("app_pages/05_fallback.py", title="Fallback ops", icon=":material/memory:"),
+    st.Page("app_pages/14_ops.py", title="Ops", icon=":material/functions:"),
     st.Page("app_pages/06_findings.py", title="Findings", icon=":material/troubleshoot:"),
     st.Page("app_pages/07_logs.py", title="Logs", icon=":material/article:"),
     st.Page("app_pages/08_compare.py", title="Ascend vs CUDA", icon=":material/compare_arrows:"),

@@ -41,6 +41,7 @@ PAGE_HEADINGS = [
     ("Timeline", "Timeline"),
     ("Stalls", "Stalls"),
     ("Fallback ops", "CPU fallback ops"),
+    ("Ops", "Ops"),
     ("Findings", "Findings"),
     ("Logs", "Logs"),
     ("Ascend vs CUDA", "Ascend vs CUDA"),

@@ -1,0 +1,86 @@
+"""Ops: the kernel / op table of a run (nsys stats cuda_gpu_kern_sum, msprof op_statistic), one op's shapes, and
+PMU / L2 figures per op."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app import data
+from app import ops_widgets as ow
+from app.app_pages import run_picker
+from app.tables import show_table
+from app.text import md_text
+
+st.title("Ops")
+st.caption(
+    "Every kernel of the run grouped by operator type, kernel name or op class, largest total first; click a "
+    "column header to sort. Share is of the run's summed kernel time."
+)
+fp = data.fingerprint()
+run_id = run_picker(fp, key="ops_run")
+if run_id is None:
+    st.stop()
+c1, c2 = st.columns(2)
+by = c1.radio("Group by", list(ow.BY_LABELS), format_func=ow.BY_LABELS.get, horizontal=True, key="ops_by")
+choices, default = data.op_baselines(fp, run_id)
+names = {r["run_id"]: f"{r['run_id']} · {r['name']} · {r['platform']}" for r in data.runs(fp)}
+options = [None, *choices]
+baseline = c2.selectbox(
+    "Baseline (its op classes side by side)",
+    options,
+    index=options.index(default),
+    format_func=lambda i: "none" if i is None else names.get(i, str(i)),
+    key=f"ops_baseline_{run_id}",
+)
+rows = data.op_table(fp, run_id, by, baseline)
+if not rows:
+    st.info(
+        "This run has no kernels: nothing ran on the device in the capture, or the export holds no kernel rows."
+    )
+    st.stop()
+m = st.columns(4)
+m[0].metric(ow.BY_PLURALS[by], f"{len(rows):,}")
+m[1].metric("kernel time", f"{sum(r['total_ns'] for r in rows) / 1e6:,.3f} ms", help=ow.OPS_HELP["share %"])
+m[2].metric("largest", md_text(str(rows[0]["name"])[:40]))
+m[3].metric("its share", "—" if rows[0]["share_pct"] is None else f"{rows[0]['share_pct']:.1f}%")
+show_table(ow.ops_frame(rows, by, baseline is not None), helps=ow.OPS_HELP, key="ops_table")
+
+if by != "class":
+    with_shapes = [r["name"] for r in rows if r["shapes"]]
+    st.subheader("Shapes of one op")
+    if not with_shapes:
+        st.caption(
+            "No input shapes in this run's export (CUDA kernels and Level0 Ascend exports carry none)."
+        )
+    else:
+        name = st.selectbox(ow.BY_LABELS[by].capitalize(), with_shapes, key=f"ops_shape_{by}_{run_id}")
+        shapes = data.op_shapes(fp, run_id, name, by)
+        varying = sorted({v["label"] for s in shapes for v in s["varying"]})
+        st.caption(
+            f"{len(shapes):,} distinct input shape(s). "
+            + (
+                f"Varying: {md_text(', '.join(varying))}."
+                if varying
+                else "No activity dimension varies within a call site."
+            )
+        )
+        st.plotly_chart(ow.shapes_figure(shapes), width="stretch", key="ops_shapes_chart")
+        show_table(ow.shapes_frame(shapes), key="ops_shapes_table")
+        per_step = data.op_shapes_by_step(fp, run_id, name, by)
+        if len(per_step) > 1:
+            with st.expander(f"distinct shapes per step ({len(per_step)} steps)"):
+                show_table(ow.steps_frame(per_step))
+
+    st.subheader("PMU and L2 per op")
+    pmu = data.op_pmu(fp, run_id, by)
+    if pmu:
+        st.caption(
+            "PMU ratios from kernel_details, weighted by each call's duration (aic_mac_ratio: the cube unit's share "
+            "of the cycles; aic_mte2_ratio / aiv_mte2_ratio: moving data in from global memory); L2 rates from "
+            "l2_cache.csv, mean over the calls."
+        )
+        show_table(ow.pmu_frame(pmu, by), key="ops_pmu_table")
+    else:
+        st.caption(
+            "No PMU columns or L2 cache rows in this run (kernel_details with aic_metrics, l2_cache=True)."
+        )
