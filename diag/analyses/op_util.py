@@ -42,7 +42,7 @@ PMU_COMPUTE = ("aic_mac_ratio", "aiv_vec_ratio")
 PMU_MEMORY = ("aic_mte2_ratio", "aiv_mte2_ratio", "aiv_mte3_ratio")
 UTIL_KEYS = (
     "cost_class", "costed_calls", "flops", "bytes", "achieved_tflops", "achieved_gbps", "mfu_pct", "bw_pct",
-    "bound_pct", "arithmetic_intensity", "ridge_flops_per_byte", "bound", "pmu_bound", "peak_from", "m_rows",
+    "bound_pct", "arithmetic_intensity", "ridge_flops_per_byte", "bound", "pmu_bound", "peak_from", "m_min", "m_max",
 )  # fmt: skip
 
 __all__ = ["BY", "UTIL_KEYS", "cost_sql", "op_cost_rules", "op_utilization", "utilization_settings"]
@@ -148,3 +148,118 @@ def cost_sql(source: str) -> str:
         SELECT * EXCLUDE (cls), {keys}[cls + 1] AS cost_class,
                TRY(CASE cls {flops} END) AS flops, TRY(CASE cls {nbytes} END) AS bytes
         FROM c"""
+
+
+MATMUL_CLASSES = ("matmul", "grouped_matmul")
+
+
+def _pmu_sql(metric: str) -> str:
+    """The duration-weighted mean of one PMU column over a group's calls (NULL where no call has it)."""
+    v = f"pmu_values[list_position(names, '{metric}')]"
+    return f"sum({v} * dur_ns) / nullif(sum(dur_ns) FILTER (WHERE {v} IS NOT NULL), 0)"
+
+
+def _util_sql(by: str) -> str:
+    key = OP_TYPE_SQL if by == "op" else "name"
+    source = """SELECT DISTINCT ON (name, start_ns) name, op_type AS op, dur_ns, input_shapes, input_dtypes,
+                       output_shapes, output_dtypes, file_id, pmu_values
+                FROM kernels WHERE run_id = $run"""
+    costed = "flops IS NOT NULL AND bytes IS NOT NULL AND dur_ns > 0"
+    matmul = f"cost_class IN {MATMUL_CLASSES}"
+    pmu = ", ".join(_pmu_sql(m) for m in PMU_COMPUTE + PMU_MEMORY)
+    return f"""
+        WITH f AS ({cost_sql(source)}),
+             p AS (SELECT f.*, c.names FROM f LEFT JOIN pmu_columns c USING (file_id))
+        SELECT {key} AS key, count(*), sum(dur_ns)::BIGINT,
+               count(*) FILTER (WHERE {costed}), sum(dur_ns) FILTER (WHERE {costed}),
+               sum(flops) FILTER (WHERE {costed}), sum(bytes) FILTER (WHERE {costed}),
+               mode(dtype0) FILTER (WHERE {costed}), mode(cost_class),
+               min(o0[-2]) FILTER (WHERE {matmul} AND {costed}), max(o0[-2]) FILTER (WHERE {matmul} AND {costed}),
+               {pmu}
+        FROM p GROUP BY 1 ORDER BY 3 DESC, 1"""
+
+
+def pmu_bound(ratios: dict[str, float | None], busy: float) -> str | None:
+    """compute | memory | latency from the PMU pipe ratios (module doc); None without any."""
+    known = {k: v for k, v in ratios.items() if v is not None}
+    if not known:
+        return None
+    if max((known.get(m, 0.0) for m in PMU_COMPUTE), default=0.0) >= busy:
+        return "compute"
+    if max((known.get(m, 0.0) for m in PMU_MEMORY), default=0.0) >= busy:
+        return "memory"
+    return "latency"
+
+
+def _peak_from(dev: Device | None, where: str, dtype: str | None) -> tuple[float | None, float | None, str]:
+    """(peak TFLOPS, HBM GB/s, what a reader is told about where they come from)."""
+    if dev is None:
+        return None, None, f"device not known ({where})"
+    peak = dev.peak_tflops(dtype)
+    hbm = dev.hbm_gbps
+    key = dtype_key(dtype) or dtype or "—"
+    parts = [f"{dev.name} ({dev.key})"]
+    parts.append(f"{key} {peak:g} TFLOPS" if peak else f"no {key} peak in the device table")
+    parts.append(f"HBM {hbm:g} GB/s" if hbm else "no HBM bandwidth in the device table")
+    return peak, hbm, ", ".join(parts)
+
+
+def _bound(
+    mean_ns: float | None, intensity: float | None, ridge: float | None, s: dict[str, Any]
+) -> str | None:
+    if mean_ns is None:
+        return None
+    if mean_ns < s["latency_max_mean_us"] * 1000:
+        return "latency"
+    if intensity is None or ridge is None:
+        return None
+    return "compute" if intensity >= ridge else "memory"
+
+
+def _figures(row: tuple, dev: Device | None, where: str, s: dict[str, Any]) -> dict[str, Any]:
+    _key, _calls, _total, costed, costed_ns, flops, nbytes, dtype, cls, m_min, m_max, *pmu = row
+    peak, hbm, peak_from = _peak_from(dev, where, dtype)
+    tflops = flops / costed_ns / 1e3 if costed_ns else None  # FLOP/ns = GFLOP/s
+    gbps = nbytes / costed_ns if costed_ns else None  # byte/ns = GB/s
+    mfu = 100.0 * tflops / peak if tflops is not None and peak else None
+    bw = 100.0 * gbps / hbm if gbps is not None and hbm else None
+    intensity = flops / nbytes if costed and nbytes else None
+    ridge = peak * 1e3 / hbm if peak and hbm else None  # (TFLOP/s × 1e12) ÷ (GB/s × 1e9)
+    bound = _bound(costed_ns / costed if costed else None, intensity, ridge, s)
+    ratios = dict(zip(PMU_COMPUTE + PMU_MEMORY, pmu, strict=True))
+    return {
+        "cost_class": cls,
+        "costed_calls": int(costed),
+        "flops": flops,
+        "bytes": nbytes,
+        "achieved_tflops": tflops,
+        "achieved_gbps": gbps,
+        "mfu_pct": mfu,
+        "bw_pct": bw,
+        "bound_pct": {"compute": mfu, "memory": bw}.get(bound or ""),
+        "arithmetic_intensity": intensity,
+        "ridge_flops_per_byte": ridge,
+        "bound": bound,
+        "pmu_bound": pmu_bound(ratios, s["pmu_busy_ratio"]),
+        "peak_from": peak_from if costed else None,
+        "m_min": None if m_min is None else int(m_min),
+        "m_max": None if m_max is None else int(m_max),
+        "dtype": dtype_key(dtype) or dtype,
+        **ratios,
+    }
+
+
+def op_utilization(store: Store, run_id: int, by: str = "op") -> list[dict[str, Any]]:
+    """Per op type (or kernel name): calls, time, share, and the UTIL_KEYS figures (module doc); largest first."""
+    if by not in BY:
+        raise ValueError(f"utilization is per op or per kernel, not by {by!r}")
+    dev, where = device_for_run(store.cursor(), run_id)
+    settings = utilization_settings()
+    got = store.cursor().execute(_util_sql(by), {"run": run_id}).fetchall()
+    whole = sum(r[2] for r in got)
+    out = []
+    for row in got:
+        base = {"name": row[0], "calls": int(row[1]), "total_ns": int(row[2])}
+        base["share_pct"] = 100.0 * row[2] / whole if whole else None
+        out.append(base | _figures(row, dev, where, settings))
+    return out
