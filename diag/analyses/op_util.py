@@ -43,6 +43,7 @@ PMU_MEMORY = ("aic_mte2_ratio", "aiv_mte2_ratio", "aiv_mte3_ratio")
 UTIL_KEYS = (
     "cost_class", "costed_calls", "flops", "bytes", "achieved_tflops", "achieved_gbps", "mfu_pct", "bw_pct",
     "bound_pct", "arithmetic_intensity", "ridge_flops_per_byte", "bound", "pmu_bound", "peak_from", "m_min", "m_max",
+    "peak_tflops", "hbm_gbps",
 )  # fmt: skip
 
 __all__ = ["BY", "UTIL_KEYS", "cost_sql", "op_cost_rules", "op_utilization", "utilization_settings"]
@@ -244,6 +245,8 @@ def _figures(row: tuple, dev: Device | None, where: str, s: dict[str, Any]) -> d
         "peak_from": peak_from if costed else None,
         "m_min": None if m_min is None else int(m_min),
         "m_max": None if m_max is None else int(m_max),
+        "peak_tflops": peak,
+        "hbm_gbps": hbm,
         "dtype": dtype_key(dtype) or dtype,
         **ratios,
     }
