@@ -228,3 +228,21 @@ def test_utilization_section_on_the_ops_page(monkeypatch: pytest.MonkeyPatch, de
         95.7,
         "memory",
     )
+
+
+def test_ncu_speed_of_light_bound_on_a_real_capture(tmp_path: Path) -> None:
+    """A real ncu SpeedOfLight export (llm-perf-opt, a cuBLAS bf16 gemv on one launch): SM 9.15 %, memory
+    19.66 % of peak — both under 60 %: latency-bound, as the file's own SOLBottleneck rule says (a grid of 0.7
+    waves)."""
+    from diag.analyses.op_util import ncu_bounds
+
+    path = CORPUS / "cuda/llm-perf-opt/ncu_kernel0001_gemvx_section_SpeedOfLight.csv"
+    if not path.is_file():
+        pytest.skip("../shared/corpus is not present")
+    with Store(str(tmp_path / "n.duckdb")) as store:
+        assert ingest_into(store, [path]).ok
+        got = ncu_bounds(store, 1)
+    assert [(r["launches"], r["sm_pct"], r["memory_pct"], r["ncu_bound"]) for r in got] == [
+        (1, 9.15, 19.66, "latency")
+    ]
+    assert "cublasGemvParamsEx" in got[0]["name"]

@@ -46,7 +46,15 @@ UTIL_KEYS = (
     "peak_tflops", "hbm_gbps",
 )  # fmt: skip
 
-__all__ = ["BY", "UTIL_KEYS", "cost_sql", "op_cost_rules", "op_utilization", "utilization_settings"]
+__all__ = [
+    "BY",
+    "UTIL_KEYS",
+    "cost_sql",
+    "ncu_bounds",
+    "op_cost_rules",
+    "op_utilization",
+    "utilization_settings",
+]
 
 
 @dataclass(frozen=True)
@@ -265,4 +273,36 @@ def op_utilization(store: Store, run_id: int, by: str = "op") -> list[dict[str, 
         base = {"name": row[0], "calls": int(row[1]), "total_ns": int(row[2])}
         base["share_pct"] = 100.0 * row[2] / whole if whole else None
         out.append(base | _figures(row, dev, where, settings))
+    return out
+
+
+SOL_SECTION = "GPU Speed Of Light Throughput"
+SOL_COMPUTE, SOL_MEMORY = "Compute (SM) Throughput", "Memory Throughput"
+
+
+def ncu_bounds(store: Store, run_id: int) -> list[dict[str, Any]]:
+    """Per kernel name of an Nsight Compute capture: the SpeedOfLight compute (SM) and memory throughput, % of
+    peak (mean over the profiled launches), and the bound they name as ncu's SOLBottleneck rule reads them: both
+    under ``[utilization] ncu_busy_pct`` (60 %, the rule's "below 60.0% of peak typically indicate latency
+    issues") → latency, else the higher of the two."""
+    busy = utilization_settings()["ncu_busy_pct"]
+    got = (
+        store.cursor()
+        .execute(
+            """SELECT kernel_name, count(DISTINCT launch_id),
+                      avg(value) FILTER (WHERE metric = $sm), avg(value) FILTER (WHERE metric = $mem)
+               FROM kernel_metrics WHERE run_id = $run AND section = $section AND metric IN ($sm, $mem)
+               GROUP BY 1 ORDER BY 1""",
+            {"run": run_id, "section": SOL_SECTION, "sm": SOL_COMPUTE, "mem": SOL_MEMORY},
+        )
+        .fetchall()
+    )
+    out = []
+    for name, launches, sm, mem in got:
+        bound = None
+        if sm is not None and mem is not None:
+            bound = "latency" if max(sm, mem) < busy else ("compute" if sm >= mem else "memory")
+        out.append(
+            {"name": name, "launches": int(launches), "sm_pct": sm, "memory_pct": mem, "ncu_bound": bound}
+        )
     return out
