@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 from app.text import plain
 
 BY_LABELS = {"op": "op type", "kernel": "kernel", "class": "op class"}
+MAX_ROWS = 1000  # rows of the op table drawn on the page (largest total first)
 BY_PLURALS = {"op": "op types", "kernel": "kernels", "class": "op classes"}
 OPS_HELP = {
     "share %": "Share of the run's summed kernel time (every row of the table; the rows sum to 100%). "
@@ -74,6 +75,15 @@ def varying_text(values: list[dict[str, Any]]) -> str | None:
     return " · ".join(f"{v['label']} = {v['value']:,}" for v in values) or None
 
 
+SHORT_DIMS = {"tokens": "tokens", "query_seq": "S1", "kv_len": "KV", "batch": "B", "batch_or_tokens": "B/T"}
+
+
+def short_varying(values: list[dict[str, Any]]) -> str | None:
+    """``S1 4,096 · KV 4,096``: the varying dimensions of one shape, short enough for a chart's axis."""
+    parts = [f"{SHORT_DIMS.get(v['dim'], v['label'])} {v['value']:,}" for v in values]
+    return " · ".join(dict.fromkeys(parts)) or None
+
+
 def shapes_frame(shapes: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(
         [
@@ -96,7 +106,7 @@ def shapes_frame(shapes: list[dict[str, Any]]) -> pd.DataFrame:
 def shapes_figure(shapes: list[dict[str, Any]], top: int = 30) -> go.Figure:
     """Horizontal bars: total time per distinct input shape (the largest ``top``), mean per call on hover."""
     rows = sorted(shapes, key=lambda s: -s["total_ns"])[:top][::-1]
-    labels = [plain(varying_text(s["varying"]) or s["input_shapes"] or "no shape") for s in rows]
+    labels = [plain(short_varying(s["varying"]) or s["input_shapes"] or "no shape") for s in rows]
     fig = go.Figure(
         go.Bar(
             x=[s["total_ns"] / 1e6 for s in rows],

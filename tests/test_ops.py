@@ -22,6 +22,7 @@ KERNEL_DETAILS = [  # real exports (msinsight test data): a Level2 capture of 2,
     CORPUS
     / "ascend/msinsight/test/data/pytorch/text/level1/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv",
 ]
+KERN_SUM = CORPUS / "cuda/llm-perf-opt/nsys_cuda_gpu_kern_sum_decode.csv"  # nsys stats, DeepSeek-OCR decode
 NSYS = [
     CORPUS / "cuda/nsys-sqlite-dlprof/nsys_profile_nsys2022.1_pytorch_pyprof_nvtx.sqlite",
     CORPUS / "cuda/nsys-sqlite-memfusion/report1_nsys2023.1_tensorrt_nvtx.sqlite",
@@ -113,6 +114,41 @@ def test_ops_json_totals_equal_nsys_kernel_table_sums(corpus: Path, tmp_path: Pa
     got = {r["name"]: (r["calls"], r["total_ns"]) for r in out["rows"]}
     assert got == _nsys_sums(path)
     assert {r["core_type"] for r in out["rows"]} == {"GPU"}
+
+
+def test_ops_json_of_an_nsys_stats_kernel_summary_equals_its_rows(corpus: Path, tmp_path: Path) -> None:
+    db = tmp_path / "kern_sum.duckdb"
+    _ingest(db, KERN_SUM)
+    got = {r["name"]: r for r in _ops_json(db, "--by", "kernel")["rows"]}
+    with open(KERN_SUM, encoding="utf-8", newline="") as fh:
+        want = list(csv.DictReader(fh))
+    assert len(got) == len(want) == 46
+    for row in want:
+        r = got[row["Name"]]
+        assert (r["calls"], r["total_ns"]) == (int(row["Instances"]), int(row["Total Time (ns)"]))
+        assert (r["min_ns"], r["max_ns"]) == (int(row["Min (ns)"]), int(row["Max (ns)"]))
+        assert round(r["share_pct"], 1) == pytest.approx(float(row["Time (%)"]), abs=0.1)
+        assert (r["core_type"], r["shapes"]) == ("GPU", None)
+
+
+def test_a_kernel_summary_baseline_compares_per_call(corpus: Path, tmp_path: Path) -> None:
+    """A summary has no steps: the class ratio is mean per call ÷ mean per call, as the Compare page has it."""
+    from diag.analyses.op_classes import classify
+
+    db = tmp_path / "pair_summary.duckdb"
+    _ingest(db, ASCEND_RANK0, KERN_SUM)
+    ascend, summary = _run_id(db, "rank0_"), _run_id(db, "kern_sum_decode")
+    calls, total = 0, 0
+    with open(KERN_SUM, encoding="utf-8", newline="") as fh:
+        for row in csv.DictReader(fh):
+            if classify(row["Name"], None, "cuda") == "gemm":
+                calls, total = calls + int(row["Instances"]), total + int(row["Total Time (ns)"])
+    rows = {
+        r["name"]: r
+        for r in _ops_json(db, "--run", str(ascend), "--by", "class", "--baseline", str(summary))["rows"]
+    }
+    assert (rows["gemm"]["baseline_calls"], rows["gemm"]["baseline_total_ns"]) == (calls, total)
+    assert rows["gemm"]["ratio"] == pytest.approx((3_882_026 / 68) / (total / calls), rel=1e-12)
 
 
 def test_generated_run_exact_rows(pair_db: Path) -> None:

@@ -82,3 +82,25 @@ def test_by_class_and_the_varying_sequence_of_a_prefill(monkeypatch: pytest.Monk
     at.radio(key="ops_by").set_value("class").run()
     assert not at.exception
     assert list(at.dataframe[0].value["op class"])[:2] == ["attention_prefill", "gemm"]
+
+
+def test_a_long_table_is_cut_and_says_where_the_rest_is(monkeypatch: pytest.MonkeyPatch, page_db) -> None:  # noqa: ANN001
+    db, ids = page_db
+    monkeypatch.setattr("app.ops_widgets.MAX_ROWS", 2)
+    at = _open(monkeypatch, db, ids["prefill"])
+    assert list(at.dataframe[0].value["op type"]) == ["PromptFlashAttention", "MatMulV2"]
+    assert "The largest 2 of 3 rows; `diag ops --by op --top 0` lists every one." in [
+        c.value for c in at.caption
+    ]
+
+
+def test_chart_labels_name_the_varying_dimensions_in_short() -> None:
+    from app.ops_widgets import short_varying
+
+    values = [
+        {"dim": "query_seq", "label": "query sequence (S1 of BSH; heads in TND)", "value": 4096},
+        {"dim": "kv_len", "label": "KV length (S2 of BSH; KV heads in TND)", "value": 4096},
+        {"dim": None, "label": "input 3 axis 0", "value": 7},
+    ]
+    assert short_varying(values) == "S1 4,096 · KV 4,096 · input 3 axis 0 7"
+    assert short_varying([]) is None

@@ -154,7 +154,12 @@ def test_pmu_and_l2_per_op_on_the_real_level2_export(tmp_path: Path) -> None:
         assert ingest_into(store, [REAL_LEVEL2]).ok
         run = _run(store)
         assert "aic_mac_ratio" in pmu_metrics(store, run) and "cube_utilization(%)" in pmu_metrics(store, run)
-        rows = {r["name"]: r for r in op_pmu(store, run)}
+        listed = op_pmu(store, run)
+        rows = {r["name"]: r for r in listed}
+        from diag.analyses.ops import op_table
+
+        by_time = [r["name"] for r in op_table(store, run) if r["name"] in rows]
+        assert [r["name"] for r in listed] == by_time  # the op table's order: largest total first
         kd = REAL_LEVEL2 / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
         for op, metric in (
             ("Conv2D", "aic_mac_ratio"),

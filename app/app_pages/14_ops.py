@@ -44,7 +44,11 @@ m[0].metric(ow.BY_PLURALS[by], f"{len(rows):,}")
 m[1].metric("kernel time", f"{sum(r['total_ns'] for r in rows) / 1e6:,.3f} ms", help=ow.OPS_HELP["share %"])
 m[2].metric("largest", md_text(str(rows[0]["name"])[:40]))
 m[3].metric("its share", "—" if rows[0]["share_pct"] is None else f"{rows[0]['share_pct']:.1f}%")
-show_table(ow.ops_frame(rows, by, baseline is not None), helps=ow.OPS_HELP, key="ops_table")
+show_table(ow.ops_frame(rows[: ow.MAX_ROWS], by, baseline is not None), helps=ow.OPS_HELP, key="ops_table")
+if len(rows) > ow.MAX_ROWS:  # a grid of tens of thousands of kernel names helps no one and slows the browser
+    st.caption(
+        f"The largest {ow.MAX_ROWS:,} of {len(rows):,} rows; `diag ops --by {by} --top 0` lists every one."
+    )
 
 if by != "class":
     with_shapes = [r["name"] for r in rows if r["shapes"]]

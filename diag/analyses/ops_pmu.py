@@ -42,7 +42,8 @@ def pmu_metrics(store: Store, run_id: int) -> list[str]:
 
 
 def op_pmu(store: Store, run_id: int, by: str = "op") -> list[dict[str, Any]]:
-    """Per op type (or kernel): each PMU ratio weighted by duration, and the mean L2 hit / victim rates."""
+    """Per op type (or kernel), largest total time first: each PMU ratio weighted by duration, and the mean L2
+    hit / victim rates."""
     key = _key(by)
     metrics = pmu_metrics(store, run_id)
     got = (
@@ -60,9 +61,11 @@ def op_pmu(store: Store, run_id: int, by: str = "op") -> list[dict[str, Any]]:
                  l2 AS (SELECT {key} AS key, avg(l.hit_rate) AS hit, avg(l.victim_rate) AS victim
                         FROM k JOIN l2_cache l ON l.run_id = $run AND l.stream_id = k.stream_id
                              AND l.hw_task_id = k.hw_task_id AND l.op_name = k.name
-                        GROUP BY key)
+                        GROUP BY key),
+                 busy AS (SELECT {key} AS key, sum(dur_ns) AS ns FROM k GROUP BY key)
             SELECT coalesce(pmu.key, l2.key), pmu.figures, l2.hit, l2.victim
-            FROM pmu FULL JOIN l2 USING (key) ORDER BY 1""",
+            FROM pmu FULL JOIN l2 USING (key) JOIN busy USING (key)
+            ORDER BY busy.ns DESC, 1""",
             {"run": run_id},
         )
         .fetchall()
