@@ -60,6 +60,10 @@ def _evidence(r: dict[str, Any]) -> dict[str, Any]:
     return {k: r.get(k) for k in keys}
 
 
+def _ops(n: int) -> str:
+    return "1 op has" if n == 1 else f"{n} ops have"
+
+
 def utilization_findings(store: Store, run_id: int, e2e: int) -> list[Finding]:
     t = thresholds()
     s = t["utilization"]
@@ -70,7 +74,7 @@ def utilization_findings(store: Store, run_id: int, e2e: int) -> list[Finding]:
         top = costed[0]
         return [
             Finding(run_id, CATEGORY, "info",
-                    f"Utilization not judged: {top['peak_from']} — {len(costed)} ops have FLOPs and bytes "
+                    f"Utilization not judged: {top['peak_from']} — {_ops(len(costed))} FLOPs and bytes "
                     "from their shapes but no peak to compare with", 0.0, 0,
                     {"ops": [_evidence(r) for r in costed[: s["max_ops"]]]},
                     "Name the device (the profile's device name, or a devices.toml row for it) to get MFU.")
