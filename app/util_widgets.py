@@ -12,6 +12,7 @@ import streamlit as st
 
 from app.tables import show_table
 
+MAX_SHOWN = 1000  # rows drawn in the table and points in the roofline
 UTIL_HELP = {
     "TFLOPS": "Achieved: the op's FLOPs (from its shapes, rules/op_cost.toml) ÷ the time of those calls.",
     "MFU %": "Achieved TFLOPS ÷ the device's dense peak for the op's dtype (rules/devices.toml).",
@@ -85,5 +86,10 @@ def draw_utilization(rows: list[dict[str, Any]], label: str) -> None:
         return
     peaks = sorted({r["peak_from"] for r in costed if r["peak_from"]})
     st.caption("Peaks: " + "; ".join(peaks) + ". FLOPs and bytes from each op's shapes (rules/op_cost.toml).")
-    show_table(util_frame(rows, label), helps=UTIL_HELP, key="ops_util_table")
-    st.plotly_chart(roofline_figure(rows), width="stretch", key="ops_roofline")
+    shown = costed[:MAX_SHOWN]  # largest time first: a run of 200k kernels has tens of thousands of names
+    if len(costed) > len(shown):
+        st.caption(
+            f"The {len(shown):,} largest of {len(costed):,}; `diag ops --util --top 0` lists every one."
+        )
+    show_table(util_frame(shown, label), helps=UTIL_HELP, key="ops_util_table")
+    st.plotly_chart(roofline_figure(shown), width="stretch", key="ops_roofline")
