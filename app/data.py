@@ -299,3 +299,11 @@ def op_baselines(fp: str, run_id: int) -> tuple[list[int], int | None]:
     choices = [i for i in comparable_runs(fp) if i != run_id and i in platform]
     other = "ascend" if platform.get(run_id) in ("cuda", "rocm") else "cuda"
     return choices, next((i for i in choices if platform[i] == other), None)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def op_utilization(fp: str, run_id: int, by: str) -> list[dict]:
+    """Per op type or kernel: FLOPs, bytes, achieved TFLOPS / GB/s, MFU, bound (diag.analyses.op_util; #20)."""
+    from diag.analyses import op_util
+
+    return op_util.op_utilization(store(), run_id, by)

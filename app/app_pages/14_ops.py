@@ -7,6 +7,7 @@ import streamlit as st
 
 from app import data
 from app import ops_widgets as ow
+from app import util_widgets as uw
 from app.app_pages import run_picker
 from app.tables import show_table
 from app.text import md_text
@@ -88,3 +89,5 @@ if by != "class":
         st.caption(
             "No PMU columns or L2 cache rows in this run (kernel_details with aic_metrics, l2_cache=True)."
         )
+
+    uw.draw_utilization(data.op_utilization(fp, run_id, by), ow.BY_LABELS[by])  # #20 utilization

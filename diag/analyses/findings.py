@@ -118,6 +118,9 @@ def device_findings(store: Store, run_id: int, bd: Breakdown | None = None) -> l
     out += _idle_findings(store, run_id, b["idle"], e2e, t, bd, platform)
     out += _host_sync_findings(store, run_id, platform, e2e, t, bd)
     out += _recompile_findings(store, run_id, t, platform)
+    from diag.analyses.op_util_findings import utilization_findings  # it builds on this module
+
+    out += utilization_findings(store, run_id, e2e)
     out.sort(key=lambda f: (-f.impact_pct, f.category))
     top = _top_ops(store, run_id, e2e, t["top_ops"]["count"], platform)
     if top:

@@ -12,6 +12,7 @@ from diag.analyses.ops_shapes import op_shapes, varying_axes
 from diag.analyses.runs import list_runs
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
 from diag.commands._format import cell, escape, fmt_count, fmt_ms, fmt_num, fmt_pct, fmt_ratio, table
+from diag.commands.ops_util import print_util, with_utilization
 from diag.errors import DiagError
 from diag.store import Store
 
@@ -42,6 +43,9 @@ TopOption = Annotated[
 ]
 
 
+UtilOption = Annotated[
+    bool, typer.Option("--util", help="Utilization: achieved TFLOPS and GB/s, MFU, bandwidth %, bound class.")
+]
 ShapesOption = Annotated[
     str | None,
     typer.Option(
@@ -73,6 +77,7 @@ def ops(
     baseline: BaselineOption = None,
     top: TopOption = None,
     shapes: ShapesOption = None,
+    util: UtilOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Per operator type, kernel name or op class: calls, total, mean, min, max, share of kernel time, core type,
@@ -85,7 +90,12 @@ def ops(
         if baseline is not None and baseline not in {r["run_id"] for r in list_runs(store)}:
             raise DiagError(f"no run {baseline} in {store.path}")
         rows = op_table(store, run_id, by.value, baseline)
+        if util:  # the utilization keys added to each row (#20); printed as their own table
+            rows = with_utilization(store, run_id, by.value, rows)
     shown = rows if top == 0 or (top is None and as_json) else rows[: top or TOP_SHOWN]
+    if util:
+        print_util(run_id, by.value, shown, len(rows), as_json)
+        return
     if as_json:
         print_json({"run_id": run_id, "by": by.value, "baseline_run_id": baseline, "rows": shown})
         return
