@@ -77,7 +77,7 @@ def insert(ctx: ParseContext, result: ParseResult) -> None:
         f"""INSERT INTO memory (run_id, file_id, source, component, ts_ns, allocated_bytes, reserved_bytes,
                active_bytes, stream_ptr, device)
         SELECT {run}, {file}, 'kineto', 'PyTorch', ts_ns, total_allocated, total_reserved, NULL, NULL,
-               'cuda:' || coalesce(device_id, 0)
+               'cuda' || coalesce(':' || device_id, '')
         FROM {TABLE} WHERE {cuda} AND (total_allocated IS NOT NULL OR total_reserved IS NOT NULL)""",
     )[0][0]
     result.add("memory", n)
@@ -85,7 +85,7 @@ def insert(ctx: ParseContext, result: ParseResult) -> None:
     if host:
         result.notes.append(f"{host:,} [memory] event(s) of host or non-CUDA memory not stored")
     _name_allocations(con)
-    events = f"""SELECT 'cuda:' || coalesce(m.device_id, 0), m.addr, m.ts_ns, m.bytes, m.total_allocated,
+    events = f"""SELECT 'cuda' || coalesce(':' || m.device_id, ''), m.addr, m.ts_ns, m.bytes, m.total_allocated,
                         m.total_reserved, o.name
                  FROM {TABLE} m LEFT JOIN _ktm_op o ON o.pid = m.pid AND o.tid = m.tid AND o.ts_ns = m.ts_ns
                  WHERE {cuda_m}"""
@@ -96,7 +96,7 @@ def _out_of_memory(con: duckdb.DuckDBPyConnection, result: ParseResult) -> None:
     """A note per ``[OutOfMemory]`` event (an allocation the caching allocator could not serve), the first 3."""
     rows = q(
         con,
-        f"""SELECT 'cuda:' || coalesce(device_id, 0), bytes, total_allocated, total_reserved, count(*) OVER ()
+        f"""SELECT 'cuda' || coalesce(':' || device_id, ''), bytes, total_allocated, total_reserved, count(*) OVER ()
         FROM {TABLE} WHERE oom AND device_type = {CUDA_DEVICE_TYPE} ORDER BY ts_ns LIMIT 3""",
     )
 

@@ -27,11 +27,14 @@ and the pool columns of the usage events (a destroyed pool counts 0).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from diag.store import q
 from parsers._base import ParseContext, ParseResult
 from parsers._memory_pairs import insert_pairs
+
+if TYPE_CHECKING:  # nsys_sqlite imports this module
+    from parsers.nsys_sqlite import Export, Stager
 
 USAGE_TABLE, POOL_TABLE = "CUDA_GPU_MEMORY_USAGE_EVENTS", "CUDA_GPU_MEMORY_POOL_EVENTS"
 USAGE = {
@@ -55,13 +58,15 @@ ALLOCATION, DEALLOCATION = 0, 1  # ENUM_CUDA_DEV_MEM_EVENT_OPER
 POOL_DESTROYED = 2  # ENUM_CUDA_MEMPOOL_OPER
 
 
-def plan(ex: Any) -> dict[str, tuple[str, dict, str]]:
+def plan(ex: Export) -> dict[str, tuple[str, dict, str]]:
     """The memory tables the export has, as nsys_sqlite's copy plan wants them: key -> (table, columns, filter)."""
     wanted = {"gpumem": (USAGE_TABLE, USAGE), "mempool": (POOL_TABLE, POOL)}
     return {k: (t, cols, "") for k, (t, cols) in wanted.items() if ex.has(t, "start")}
 
 
-def load(ctx: ParseContext, result: ParseResult, ex: Any, tables: dict[str, str], st: Any, off: int) -> None:
+def load(
+    ctx: ParseContext, result: ParseResult, ex: Export, tables: dict[str, str], st: Stager, off: int
+) -> None:
     """Insert the memory and op_memory rows (see the module doc); ``off`` makes export times epoch ns."""
     if "gpumem" in tables:
         usage = st.load(tables["gpumem"])
@@ -71,13 +76,13 @@ def load(ctx: ParseContext, result: ParseResult, ex: Any, tables: dict[str, str]
         _pools(ctx, result, None, st.load(tables["mempool"]), off)
 
 
-def _device_kinds(ex: Any) -> str:
+def _device_kinds(ex: Export) -> str:
     names = ex.enum("ENUM_CUDA_MEM_KIND", "name")
     ids = [i for i, n in names.items() if n in DEVICE_KINDS] if names else list(DEVICE_KINDS.values())
     return ", ".join(str(i) for i in sorted(ids)) or "NULL"
 
 
-def _usage(ctx: ParseContext, result: ParseResult, ex: Any, usage: str, off: int) -> None:
+def _usage(ctx: ParseContext, result: ParseResult, ex: Export, usage: str, off: int) -> None:
     con, run, file = ctx.con, ctx.run_id, ctx.file_id
     q(
         con,

@@ -12,9 +12,14 @@ import json
 import sqlite3
 from pathlib import Path
 
+import duckdb
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from diag.schema import TABLES
 from diag.store import Store
+from parsers._memory_pairs import insert_pairs
 from sample_traces.generate_cuda import generate
 from tests.conftest import CORPUS, SAMPLES, ingest_into, query
 from tests.test_cuda_parsers import BASE, GTID, build_nsys
@@ -193,8 +198,10 @@ def test_nsys_device_memory_running_totals(tmp_path, db):
 
 # -- real files: every corpus CUDA file with memory events, against json / sqlite3 -------------------------
 def _kineto_memory_events(path: Path) -> list[dict]:
-    with gzip.open(path, "rt") if path.suffix == ".gz" else open(path) as fh:
-        doc = json.load(fh)
+    raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    if b'"[memory]"' not in raw:  # most files: no need to parse them
+        return []
+    doc = json.loads(raw)
     events = doc.get("traceEvents", []) if isinstance(doc, dict) else []
     return [
         e for e in events if e.get("name") == "[memory]" and (e.get("args") or {}).get("Device Type") == 1
@@ -250,3 +257,23 @@ def test_corpus_cuda_memory_against_independent_reading(tmp_path):
     paths = sorted([*cuda.rglob("*.json*"), *cuda.rglob("*.sqlite")])
     if not _check_against_independent_reading(paths, tmp_path):
         pytest.skip(f"none of the {len(paths)} corpus CUDA files holds [memory] events or device-memory rows")
+
+
+# -- the pairing rule as a property: every allocation is one row, every free is used exactly once ----------
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(["0xA", "0xB"]), st.integers(0, 6), st.sampled_from([64, -64, 128, -128])),
+                max_size=14))  # fmt: skip
+def test_pairing_uses_every_event_once(events):
+    op_memory = next(t for t in TABLES if t.name == "op_memory")
+    with duckdb.connect() as con:
+        con.execute(op_memory.ddl())
+        values = ", ".join(f"('cuda:0', '{a}', {t}, {b}, NULL, NULL, 'op')" for a, t, b in events) or None
+        sql = f"SELECT * FROM (VALUES {values})" if values else "SELECT 'd', 'a', 0, 1, 0, 0, 'x' WHERE false"
+        insert_pairs(con, 1, 1, sql)
+        allocs, paired, free_only, backwards = con.execute(
+            "SELECT count(*) FILTER (size_bytes > 0), count(*) FILTER (size_bytes > 0 AND release_ns IS NOT NULL), "
+            "count(*) FILTER (size_bytes < 0), count(*) FILTER (release_ns < alloc_ns) FROM op_memory"
+        ).fetchone()
+    assert allocs == sum(b > 0 for _, _, b in events)
+    assert paired + free_only == sum(b < 0 for _, _, b in events)
+    assert backwards == 0
