@@ -9,7 +9,7 @@ Two kinds, one finding per op (at most ``max_ops``, largest time first):
   that roof (MFU, or HBM bandwidth).
 
 A latency-bound op (short calls) is not one: no roof applies to it. Without a known device there is no roof:
-a single ``info`` finding says that the figures exist but are not judged, rather than a guess.
+no finding at all (the Ops page and `diag ops --util` say the device is not known), rather than a guess.
 """
 
 from __future__ import annotations
@@ -71,14 +71,9 @@ def utilization_findings(store: Store, run_id: int, e2e: int) -> list[Finding]:
     advice = op_cost_rules()["advice"]
     costed = [r for r in rows if r["costed_calls"] and (r["share_pct"] or 0) >= s["finding_min_share_pct"]]
     if costed and costed[0]["mfu_pct"] is None and costed[0]["bw_pct"] is None:
-        top = costed[0]
-        return [
-            Finding(run_id, CATEGORY, "info",
-                    f"Utilization not judged: {top['peak_from']} — {_ops(len(costed))} FLOPs and bytes "
-                    "from their shapes but no peak to compare with", 0.0, 0,
-                    {"ops": [_evidence(r) for r in costed[: s["max_ops"]]]},
-                    "Name the device (the profile's device name, or a devices.toml row for it) to get MFU.")
-        ]  # fmt: skip
+        # No device peak: nothing to judge against.  `diag ops --util` and the Ops page still show the FLOPs and
+        # bytes and say which device is missing; a finding here would sit on every run of an unnamed device.
+        return []
     out = []
     for r in rows:
         key = _judged(r, s)
