@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from diag.commands import accept, app, cluster, compare, export, findings, ingest, logs, report, runs, sql
+from diag.commands import accept, app, cluster, compare, env, export, findings, ingest, logs, report, runs, sql
 
-COMMANDS = (ingest, runs, findings, cluster, compare, accept, logs, report, sql, export, app)
+COMMANDS = (ingest, runs, findings, cluster, compare, accept, logs, report, sql, export, app, env)
