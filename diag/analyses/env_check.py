@@ -23,6 +23,10 @@ from diag.errors import DiagError
 from diag.store import Store
 
 RULES = Path(__file__).resolve().parent.parent / "rules"
+SUGGEST_INSTALL = (
+    "Install the versions named (owner: stack); the pairings are the published tables in "
+    "diag/rules/version_matrix.toml"
+)
 # which source a component is judged by: the first that states it
 FROM_ORDER = ("profiler_info", "profiler metadata", "log")
 
@@ -246,7 +250,10 @@ def check_found(found: list[dict[str, str]]) -> list[dict[str, Any]]:
                 expected=f"{main['version']} ({main['from']})",
                 reason=f"{LABELS.get(f['component'], f['component'])} {f['version']} in {f['from']} but "
                 f"{main['version']} in {main['from']}: two installs on the path?",
+                suggestion=f"Check which {LABELS.get(f['component'], f['component'])} the process loads (two "
+                "installs, or a set_env.sh of another version) and keep one",
             )
+        row.setdefault("suggestion", SUGGEST_INSTALL)
         rows.append(row)
     return rows
 
@@ -320,8 +327,7 @@ def _findings(run_id: int, versions: list[dict[str, Any]], settings: list[dict[s
                 0.0,
                 0,
                 {"owner": "stack", "versions": rows, "matrix": "diag/rules/version_matrix.toml"},
-                "Install the versions named (owner: stack); the pairings are the published tables in "
-                "diag/rules/version_matrix.toml",
+                rows[0]["suggestion"],
             )
         )
     for s in settings:
