@@ -17,7 +17,9 @@ JobOption = Annotated[int | None, typer.Option("--job", help="Job id: every rank
 STATUS_STYLE = {"mismatched": "red", "bad": "red", "advice": "yellow", "unknown": "yellow"}
 
 
-def env(db: DbOption = DEFAULT, run: RunOption = None, job: JobOption = None, as_json: JsonOption = False) -> None:
+def env(
+    db: DbOption = DEFAULT, run: RunOption = None, job: JobOption = None, as_json: JsonOption = False
+) -> None:
     """Versions (CANN, torch_npu, PyTorch, Python, vLLM-Ascend, vLLM, MindIE, driver) checked against the published
     pairings, and environment variables checked for settings that cost time; the answer first."""
     if run is not None and job is not None:
