@@ -256,3 +256,11 @@ def chrome_trace_bytes(run_id: int) -> bytes:
         path = Path(tmp) / "trace.json"
         chrome_trace.write_chrome_trace(store(), run_id, path)
         return path.read_bytes()
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def environment_check(fp: str, run_id: int) -> dict:
+    """A run's versions against the published pairings and its settings (diag.analyses.env_check; #21)."""
+    from diag.analyses.env_check import environment_check as check
+
+    return check(store(), run_id)

@@ -279,3 +279,35 @@ def test_several_runs_need_a_choice(tmp_path):
         ):
             environment_check(s)
         assert environment_check(s, run_id=2)["answer"] == MISMATCH
+
+
+# -- the postmortem's and the Runs page's Environment sections ------------------------------------------------------
+
+
+def test_postmortem_environment_carries_the_check(tmp_path):
+    from diag.analyses.postmortem_env import environment
+
+    with _store(tmp_path, _with_env(tmp_path, {"ASCEND_LAUNCH_BLOCKING": "1"})) as store:
+        env = environment(store, 1)
+    assert env["version check"] == (
+        "CANN 8.3.RC1, torch_npu 2.7.1: a published pairing (version matrix read 2026-12-01); "
+        "1 setting(s) cost time: ASCEND_LAUNCH_BLOCKING=1"
+    )
+    assert env["setting advice"] == {
+        "ASCEND_LAUNCH_BLOCKING": "1 (bad): unset it or export ASCEND_LAUNCH_BLOCKING=0 for performance runs "
+        "(1 is for locating the failing operator)"
+    }
+
+
+def test_runs_page_environment_section(tmp_path, monkeypatch):
+    from tests.conftest import open_page
+
+    _store(tmp_path, _run_folder(tmp_path, "mismatched")).close()
+    at = open_page(monkeypatch, tmp_path / "env.duckdb", "app_pages/01_runs.py")
+    assert [w.value for w in at.warning] == [MISMATCH]
+    assert "Environment" in [h.value for h in at.subheader]
+    versions = next(d.value for d in at.dataframe if "pairs with" in d.value.columns)
+    assert versions.values.tolist() == [
+        ["cann", "8.0.0", "profiler_info", "mismatched", "torch_npu 2.1.0.post10"],
+        ["torch_npu", "2.1.0.post8", "profiler_info", "mismatched", "CANN 8.0.RC3"],
+    ]
