@@ -72,6 +72,15 @@ def test_versions_normalise_as_the_matrix_header_says():
     assert (checks["torch_npu"].status, checks["cann"].status) == ("supported", "supported")
 
 
+def test_no_build_of_the_pytorch_for_this_cann_says_change_cann():
+    # the pair sample_traces/generate.py writes: torch_npu 2.5.1 is published for CANN 8.1.RC1 (and 8.0.0 by vLLM-Ascend)
+    checks = check_versions({"torch_npu": "2.5.1", "cann": "8.0.RC3"})
+    assert checks["cann"].reason == (
+        "CANN 8.0.RC3 and torch_npu 2.5.1 do not pair: install CANN 8.1.RC1 or 8.0.0 (CANN 8.0.RC3 has no torch_npu "
+        "for PyTorch 2.5.1; its builds are torch_npu 2.4.0, 2.3.1.post2 or 2.1.0.post8)"
+    )
+
+
 def test_unknown_versions_are_said_not_guessed():
     checks = check_versions({"torch_npu": "3.0.0", "cann": "8.0.0"})
     assert checks["torch_npu"].status == "unknown"

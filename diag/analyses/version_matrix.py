@@ -96,7 +96,13 @@ def check_npu_cann(npu: str | None, cann: str | None) -> dict[str, Check]:
         return out
     same_torch = [n for n in cann_npu if base(n) == base(npu)]
     install = _join(same_torch or cann_npu)
-    reason = f"CANN {cann} and torch_npu {npu} do not pair: install torch_npu {install} (or CANN {_join(npu_cann)})"
+    if same_torch:  # the same PyTorch has a build for this CANN: change torch_npu only
+        reason = f"CANN {cann} and torch_npu {npu} do not pair: install torch_npu {install} (or CANN {_join(npu_cann)})"
+    else:  # no build of this PyTorch for this CANN: changing CANN keeps the model's PyTorch
+        reason = (
+            f"CANN {cann} and torch_npu {npu} do not pair: install CANN {_join(npu_cann)} (CANN {cann} has no "
+            f"torch_npu for PyTorch {base(npu)}; its builds are torch_npu {install})"
+        )
     out["torch_npu"] = Check("mismatched", f"CANN {_join(npu_cann)}", reason)
     out["cann"] = Check("mismatched", f"torch_npu {install}", reason)
     return out
