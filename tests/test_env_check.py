@@ -14,7 +14,7 @@ from diag.analyses.findings import device_findings
 from diag.analyses.version_matrix import MATRIX, cann_family, check_versions, norm_npu
 from diag.errors import DiagError
 from diag.store import Store
-from tests.conftest import CORPUS, FIXTURES, ingest_into, run_cli
+from tests.conftest import CORPUS, FIXTURES, ingest_into
 
 ENV = FIXTURES / "env"
 REAL_RANK0 = CORPUS / "ascend" / "msinsight" / "test" / "st" / "level2" / "rank_0_ascend_pt"
@@ -258,25 +258,27 @@ def test_versions_and_settings_printed_in_a_log(tmp_path):
 # -- diag env ----------------------------------------------------------------------------------------------------
 
 
-def test_cli_env_json_and_text(tmp_path):
+def test_cli_env_json_and_text(tmp_path, capsys):
+    from diag.cli import main  # in-process: three subprocesses cost 10 s of imports
+
     db = tmp_path / "env.duckdb"
     _store(tmp_path, _run_folder(tmp_path, "mismatched")).close()
-    proc = run_cli("env", "--db", str(db), "--json", check=True)
-    out = json.loads(proc.stdout)
+    assert main(["env", "--db", str(db), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
     assert set(out) >= {"run_id", "job_id", "versions", "settings", "findings"}
     assert (out["run_id"], out["job_id"]) == (1, None)
     assert set(out["versions"][0]) >= {"component", "version", "from", "status", "expected"}
     assert set(out["settings"][0]) >= {"name", "value", "status", "advice", "owner", "source"}
     assert out["findings"][0]["category"] == "environment"
-    text = run_cli("env", "--db", str(db), check=True).stdout
+    assert main(["env", "--db", str(db)]) == 0
+    text = capsys.readouterr().out
     assert text.splitlines()[0] == MISMATCH
     assert "│ torch_npu │ 2.1.0.post8 │ profiler_info │ mismatched │ CANN 8.0.RC3" in text
-    both = run_cli("env", "--db", str(db), "--run", "1", "--job", "1")
-    assert both.returncode == 2
-    assert (
-        both.stderr.splitlines()[0]
-        == "diag: error: Invalid value for '--run' / '--job': give --run or --job, not both"
-    )
+    assert main(["env", "--db", str(db), "--run", "1", "--job", "1"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "diag: error: Invalid value for '--run' / '--job': give --run or --job, not both",
+        "Try 'diag env --help' for help.",
+    ]
 
 
 def test_several_runs_need_a_choice(tmp_path):
@@ -320,3 +322,15 @@ def test_runs_page_environment_section(tmp_path, monkeypatch):
         ["cann", "8.0.0", "profiler_info", "mismatched", "torch_npu 2.1.0.post10"],
         ["torch_npu", "2.1.0.post8", "profiler_info", "mismatched", "CANN 8.0.RC3"],
     ]
+
+
+def test_a_cuda_run_is_not_judged_by_the_ascend_tables(tmp_path):
+    from tests.conftest import SAMPLES
+
+    with _store(tmp_path, SAMPLES / "generated" / "llm_decode_cuda") as store:
+        result = environment_check(store)
+    assert (
+        result["answer"]
+        == "A cuda run: diag holds no version matrix for it (the tables are the Ascend stack's)"
+    )
+    assert (result["versions"], result["findings"]) == ([], [])

@@ -258,16 +258,18 @@ def check_found(found: list[dict[str, str]]) -> list[dict[str, Any]]:
     return rows
 
 
-def answer(versions: list[dict[str, Any]], settings: list[dict[str, Any]]) -> str:
+def answer(
+    versions: list[dict[str, Any]], settings: list[dict[str, Any]], platforms: set[str] | None = None
+) -> str:
     """The one line ``diag env`` prints first."""
     reasons = list(dict.fromkeys(v["reason"] for v in versions if v["status"] == "mismatched"))
     bad = [s for s in settings if s["status"] == "bad"]
     if reasons:
         text = "; ".join(reasons)
+    elif not versions and platforms and "ascend" not in platforms:
+        text = f"A {'/'.join(sorted(platforms))} run: diag holds no version matrix for it (the tables are the Ascend stack's)"
     elif not versions:
-        text = (
-            "No versions recorded (profiler_info, profiler metadata or logs): the pairing cannot be checked"
-        )
+        text = "No Ascend stack versions recorded (profiler_info, profiler metadata or logs): the pairing is not checked"
     elif all(v["status"] == "supported" for v in versions):
         shown = ", ".join(f"{LABELS.get(v['component'], v['component'])} {v['version']}" for v in versions)
         text = f"{shown}: a published pairing (version matrix read {_date_read()})"
@@ -307,7 +309,7 @@ def environment_check(store: Store, run_id: int | None = None, job_id: int | Non
     return {
         "run_id": rid,
         "job_id": job_id,
-        "answer": answer(versions, settings),
+        "answer": answer(versions, settings, platforms),
         "versions": versions,
         "settings": settings,
         "findings": [f.to_json() for f in findings],

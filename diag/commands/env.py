@@ -31,7 +31,8 @@ def env(
         return
     out = console()
     out.print(escape(result["answer"]))
-    out.print(_versions_table(result["versions"], result))
+    if result["versions"]:
+        out.print(_versions_table(result["versions"], result))
     if result["settings"]:
         out.print(_settings_table(result["settings"]))
     else:
