@@ -334,3 +334,16 @@ def test_a_cuda_run_is_not_judged_by_the_ascend_tables(tmp_path):
         == "A cuda run: diag holds no version matrix for it (the tables are the Ascend stack's)"
     )
     assert (result["versions"], result["findings"]) == ([], [])
+
+
+def test_a_database_of_logs_only_is_checked_from_its_lines(tmp_path):
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "worker.log").write_text(WORKER_LOG, encoding="utf-8")
+    with _store(tmp_path, tmp_path / "logs") as store:
+        result = environment_check(store)
+    assert result["run_id"] is None
+    assert result["answer"] == (
+        "CANN 8.2.RC1, torch_npu 2.5.1.post1, PyTorch 2.5.1, vLLM-Ascend 0.9.1: a published pairing (version matrix "
+        "read 2026-12-01); 1 setting(s) cost time: ASCEND_LAUNCH_BLOCKING=1"
+    )
+    assert [(f["run_id"], f["evidence"]["owner"]) for f in result["findings"]] == [(None, "config")]

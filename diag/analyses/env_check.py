@@ -291,38 +291,42 @@ def _date_read() -> str:
     return str(matrix()["date_read"])
 
 
+def _checked(store: Store, runs: list[dict[str, Any]]) -> tuple[list[dict], list[dict], set[str]]:
+    """(version rows, setting rows, platforms) of the runs in scope (all logs when there are none)."""
+    found = _profiler_versions(runs) + _log_versions(store, runs)
+    # one row per (component, version, where): the ranks of a job repeat their profiler_info
+    unique = list({(f["component"], f["version"], f["from"]): f for f in found}.values())
+    platforms = {r["platform"] for r in runs if r["platform"]}
+    settings = check_settings(_metadata_env(runs) + _log_env(store, runs), platforms)
+    return check_found(unique), settings, platforms
+
+
 def environment_check(store: Store, run_id: int | None = None, job_id: int | None = None) -> dict[str, Any]:
     """{run_id, job_id, answer, versions, settings, findings} for one run, a job, or the database's only run."""
     runs = scope_runs(store, run_id, job_id)
-    found = _profiler_versions(runs) + _log_versions(store, runs)
-    seen, unique = set(), []
-    for f in found:  # one row per (component, version, where): the ranks of a job repeat their profiler_info
-        key = (f["component"], f["version"], f["from"])
-        if key not in seen:
-            seen.add(key)
-            unique.append(f)
-    versions = check_found(unique)
-    platforms = {r["platform"] for r in runs if r["platform"]}
-    settings = check_settings(_metadata_env(runs) + _log_env(store, runs), platforms)
-    rid = runs[0]["run_id"] if runs and job_id is None else run_id
-    findings = _findings(rid if rid is not None else 0, versions, settings)
+    versions, settings, platforms = _checked(store, runs)
+    rid = (
+        runs[0]["run_id"] if runs and job_id is None else run_id
+    )  # None for a job or a database of logs only
     return {
         "run_id": rid,
         "job_id": job_id,
         "answer": answer(versions, settings, platforms),
         "versions": versions,
         "settings": settings,
-        "findings": [f.to_json() for f in findings],
+        "findings": [f.to_json() for f in _findings(rid, versions, settings)],
     }
 
 
-def _findings(run_id: int, versions: list[dict[str, Any]], settings: list[dict[str, Any]]) -> list[Finding]:
+def _findings(
+    run_id: int | None, versions: list[dict[str, Any]], settings: list[dict[str, Any]]
+) -> list[Finding]:
     out = []
     for reason in dict.fromkeys(v["reason"] for v in versions if v["status"] == "mismatched"):
         rows = [v for v in versions if v["reason"] == reason]
         out.append(
             Finding(
-                run_id,
+                run_id,  # type: ignore[arg-type]  # None for a database of logs only, as log findings do
                 "environment",
                 "high",
                 f"Version mismatch: {reason}",
@@ -336,7 +340,7 @@ def _findings(run_id: int, versions: list[dict[str, Any]], settings: list[dict[s
         if s["status"] == "bad":
             out.append(
                 Finding(
-                    run_id,
+                    run_id,  # type: ignore[arg-type]
                     "environment",
                     s["severity"],
                     f"{s['name']}={s['value']}: {s['cost']}",
@@ -357,8 +361,5 @@ def _findings(run_id: int, versions: list[dict[str, Any]], settings: list[dict[s
 
 def env_findings(store: Store, run_id: int) -> list[Finding]:
     """The environment findings of one run (the hook ``diag findings`` calls)."""
-    runs = scope_runs(store, run_id, None)
-    found = _profiler_versions(runs) + _log_versions(store, runs)
-    versions = check_found(list({(f["component"], f["version"], f["from"]): f for f in found}.values()))
-    settings = check_settings(_metadata_env(runs) + _log_env(store, runs), {r["platform"] for r in runs})
+    versions, settings, _ = _checked(store, scope_runs(store, run_id, None))
     return _findings(run_id, versions, settings)
