@@ -347,3 +347,18 @@ def test_a_database_of_logs_only_is_checked_from_its_lines(tmp_path):
         "read 2026-12-01); 1 setting(s) cost time: ASCEND_LAUNCH_BLOCKING=1"
     )
     assert [(f["run_id"], f["evidence"]["owner"]) for f in result["findings"]] == [(None, "config")]
+
+
+def test_every_version_line_rule_reads_its_example_in_duckdb():
+    import duckdb
+
+    from diag.analyses.env_check import line_rules
+
+    rules = line_rules()
+    with duckdb.connect() as con:
+        for rule in rules["line"]:
+            got = con.execute(
+                "SELECT regexp_matches($x, $pre), regexp_extract($x, $p, 1)",
+                {"x": rule["example"], "pre": rules["prefilter"]["pattern"], "p": rule["pattern"]},
+            ).fetchone()
+            assert got == (True, rule["version"]), rule

@@ -102,20 +102,24 @@ def _log_where(runs: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
 
 
 def _log_versions(store: Store, runs: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """Each (component, version) a log line states, with the first file:line that states it (one SQL scan)."""
+    """Each (component, version) a log line states, with the first file:line that states it: one scan of the
+    run's records with a keyword prefilter, then each pattern over the few lines that pass it."""
     where, params = _log_where(runs)
+    params["pre"] = line_rules()["prefilter"]["pattern"]
     parts = []
     for i, rule in enumerate(line_rules()["line"]):
         params[f"p{i}"] = rule["pattern"]
         params[f"c{i}"] = rule["component"]
         parts.append(
-            f"SELECT $c{i} AS component, regexp_extract(l.raw, $p{i}, 1) AS version, l.file_id, l.line_no "
-            f"FROM log_records l WHERE {where} AND regexp_matches(l.raw, $p{i})"
+            f"SELECT $c{i} AS component, regexp_extract(raw, $p{i}, 1) AS version, file_id, line_no "
+            f"FROM cand WHERE regexp_matches(raw, $p{i})"
         )
     rows = (
         store.cursor()
         .execute(
-            f"""SELECT component, version, arg_min(f.relpath || ':' || coalesce(m.line_no, 0), (m.file_id, m.line_no))
+            f"""WITH cand AS MATERIALIZED (SELECT l.raw, l.file_id, l.line_no FROM log_records l
+                                           WHERE {where} AND regexp_matches(l.raw, $pre))
+                SELECT component, version, arg_min(f.relpath || ':' || coalesce(m.line_no, 0), (m.file_id, m.line_no))
                 FROM ({" UNION ALL ".join(parts)}) m JOIN files f USING (file_id)
                 WHERE version <> '' GROUP BY component, version ORDER BY min((m.file_id, m.line_no))""",
             params,
