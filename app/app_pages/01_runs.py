@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from app import data, page_parts, state, widgets
@@ -58,6 +59,30 @@ if steps:
         index=options.index(current) if current in options else 0,
     )
     state.select_step(None if choice == WHOLE_RUN else choice)
+
+st.subheader("Environment")
+env = data.environment_check(fp, run_id)  # versions against the published pairings, settings that cost time
+if any(v["status"] == "mismatched" for v in env["versions"]):
+    st.warning(md_text(env["answer"]))
+else:
+    st.caption(md_text(env["answer"]))
+if env["versions"]:
+    show_table(
+        pd.DataFrame(
+            [[v["component"], v["version"], v["from"], v["status"], v["expected"]] for v in env["versions"]],
+            columns=["component", "version", "from", "check", "pairs with"],
+        ),
+        key="runs_env_versions",
+    )
+flagged = [s for s in env["settings"] if s["status"] != "ok"]
+if flagged:
+    show_table(
+        pd.DataFrame(
+            [[s["name"], s["value"] or "(unset)", s["status"], s["cost"], s["advice"]] for s in flagged],
+            columns=["variable", "value", "check", "what it costs", "what to set"],
+        ),
+        key="runs_env_settings",
+    )
 
 with st.expander("Delete this run"):
     st.markdown(

@@ -65,6 +65,10 @@ def device_findings(store: Store, run_id: int, bd: Breakdown | None = None) -> l
     from diag.analyses.cluster_findings import single_rank_wait  # it builds on this module
 
     out += single_rank_wait(store, run_id, e2e)  # also for a rank with collectives but no device data
+    # versions and settings (#21); env_check imports Finding from here, hence the late import
+    from diag.analyses.env_check import env_findings
+
+    out += env_findings(store, run_id)  # also for a run without device data
     if total is None or e2e == 0:
         return out + _memory_findings(store, run_id)
     platform = _platform(store, run_id)

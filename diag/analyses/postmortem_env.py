@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from diag.analyses.runs import list_runs
+from diag.errors import DiagError
 from diag.grouping import rank_or_run
 from diag.store import Store
 
@@ -51,7 +52,30 @@ def environment(store: Store, run_id: int | None) -> dict[str, Any]:
         }
         if meta.get("distributed_args"):
             env["distributed_args"] = meta["distributed_args"]
+    env.update(environment_checks(store, run_id=run_id))
     return env
+
+
+CHECK_KEYS = ("version check", "setting advice")  # judged once per run or job, not compared rank by rank
+
+
+def environment_checks(store: Store, run_id: int | None = None, job_id: int | None = None) -> dict[str, Any]:
+    """The version-matrix answer and the settings that cost time or have advice (diag.analyses.env_check)."""
+    from diag.analyses.env_check import environment_check  # it imports findings, which the postmortem imports
+
+    try:
+        check = environment_check(store, run_id, job_id)
+    except DiagError:
+        return {}
+    out: dict[str, Any] = {"version check": check["answer"]}
+    advice = {
+        s["name"]: f"{s['value'] or '(unset)'} ({s['status']}): {s['advice']}"
+        for s in check["settings"]
+        if s["status"] in ("bad", "advice")
+    }
+    if advice:
+        out["setting advice"] = advice
+    return out
 
 
 def _flat(env: dict[str, Any]) -> dict[str, Any]:
@@ -72,7 +96,7 @@ def job_environment(
         {"run_id": r["run_id"], "rank": r.get("rank"), "env": environment(store, r["run_id"])} for r in runs
     ]
     flats = [(p, _flat(p["env"])) for p in per_rank]
-    keys = sorted({k for _, f in flats for k in f} - PER_RANK)
+    keys = sorted({k for _, f in flats for k in f if k.partition(".")[0] not in CHECK_KEYS} - PER_RANK)
     common: dict[str, Any] = {"ranks": len(runs)}
     diffs: list[dict[str, Any]] = []
     for key in keys:
@@ -93,6 +117,9 @@ def job_environment(
                 common.setdefault(head, {})[tail] = value
             else:
                 common[key] = value
+    job_ids = {r.get("job_id") for r in runs}
+    if len(job_ids) == 1 and None not in job_ids:
+        common.update(environment_checks(store, job_id=job_ids.pop()))
     return common, per_rank, diffs
 
 

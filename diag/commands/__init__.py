@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import diag.commands.env as env  # diag env (#21): its own line, so that the line below stays under the limit
 from diag.commands import accept, app, cluster, compare, export, findings, ingest, logs, report, runs, sql
 from diag.commands import memory as memory_cmd
 
 COMMANDS = (ingest, runs, findings, cluster, compare, accept, logs, report, sql, export, app)
 COMMANDS = (*COMMANDS, memory_cmd)  # a line of its own: commands added in parallel merge apart
+COMMANDS = (*COMMANDS, env)

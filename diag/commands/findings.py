@@ -27,6 +27,9 @@ from diag.commands._format import (
 from diag.errors import DiagError
 from diag.store import Store
 
+# Finding categories that are not a share of device time (shown as — rather than a measured 0.0 %).
+NOT_DEVICE_TIME = frozenset({"memory", "environment"})
+
 RunOption = Annotated[int | None, typer.Option("--run", help="Run id (default: every run).")]
 
 
@@ -68,8 +71,8 @@ def findings(db: DbOption = DEFAULT, run: RunOption = None, as_json: JsonOption 
             "severity", "impact", "category", "finding", "suggestion", title=escape(where), show_lines=True
         )
         for f in fs:
-            # a log or memory finding has no share of device time: its 0.0 is "not measured", not "none"
-            impact = None if f.category.startswith("log:") or f.category == "memory" else f.impact_pct
+            # a log, memory or environment finding has no share of device time: its 0.0 is "not measured", not "none"
+            impact = None if f.category.startswith("log:") or f.category in NOT_DEVICE_TIME else f.impact_pct
             tbl.add_row(
                 cell(f.severity), fmt_pct(impact), cell(f.category), cell(f.title), cell(f.suggestion)
             )
