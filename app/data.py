@@ -258,7 +258,6 @@ def chrome_trace_bytes(run_id: int) -> bytes:
         return path.read_bytes()
 
 
-<<<<<<< HEAD
 # --- Ops page (#20): the op table, one op's shapes, PMU / L2 per op (imports local: this section only appends) ---
 
 
@@ -308,11 +307,11 @@ def op_utilization(fp: str, run_id: int, by: str) -> list[dict]:
     from diag.analyses import op_util
 
     return op_util.op_utilization(store(), run_id, by)
-=======
+
+
 @st.cache_data(show_spinner=False, max_entries=32)
 def environment_check(fp: str, run_id: int) -> dict:
     """A run's versions against the published pairings and its settings (diag.analyses.env_check; #21)."""
     from diag.analyses.env_check import environment_check as check
 
     return check(store(), run_id)
->>>>>>> s6-env
