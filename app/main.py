@@ -27,6 +27,7 @@ PAGES = [
     st.Page("app_pages/02_upload.py", title="Upload", icon=":material/upload:"),
     st.Page("app_pages/03_timeline.py", title="Timeline", icon=":material/timeline:"),
     st.Page("app_pages/04_stalls.py", title="Stalls", icon=":material/stacked_bar_chart:"),
+    st.Page("app_pages/13_memory.py", title="Memory", icon=":material/memory_alt:"),
     st.Page("app_pages/05_fallback.py", title="Fallback ops", icon=":material/memory:"),
     st.Page("app_pages/06_findings.py", title="Findings", icon=":material/troubleshoot:"),
     st.Page("app_pages/07_logs.py", title="Logs", icon=":material/article:"),
