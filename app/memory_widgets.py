@@ -111,7 +111,7 @@ def samples_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
         rows, columns=["ts_ns", "component", "allocated_bytes", "reserved_bytes", "active_bytes"]
     )
     extra = pd.DataFrame(rows)
-    df["source"] = extra["source"] if "source" in extra else None
+    df["source"] = extra.get("source")
     return df
 
 
@@ -357,3 +357,13 @@ def kv_rows(kv: dict[str, Any]) -> pd.DataFrame:
         ("verdict", kv.get("verdict") or MISSING),
     ]
     return pd.DataFrame(rows, columns=["figure", "value"])
+
+
+def compare_memory_frame(block: dict[str, Any] | None) -> pd.DataFrame:
+    """The comparison's memory block (diag compare --json ``memory``) as figure / A / B rows; empty when neither
+    side has a memory figure."""
+    from diag.analyses.compare_memory import has_memory, memory_rows
+
+    if not has_memory(block):
+        return pd.DataFrame(columns=["figure", "A", "B"])
+    return pd.DataFrame(memory_rows(block), columns=["figure", "A", "B"])
