@@ -66,7 +66,7 @@ def device_findings(store: Store, run_id: int, bd: Breakdown | None = None) -> l
 
     out += single_rank_wait(store, run_id, e2e)  # also for a rank with collectives but no device data
     if total is None or e2e == 0:
-        return out
+        return out + _memory_findings(store, run_id)
     platform = _platform(store, run_id)
     if platform == "ascend":  # AI CPU tasks and torch_npu host fallbacks exist only there
         out += _fallback_findings(run_id, device_fallbacks(store, run_id, e2e), e2e, t)
@@ -123,7 +123,14 @@ def device_findings(store: Store, run_id: int, bd: Breakdown | None = None) -> l
     if top:
         out.append(top)
     out += _data_quality_findings(store, run_id, bd)
-    return out
+    return out + _memory_findings(store, run_id)
+
+
+def _memory_findings(store: Store, run_id: int) -> list[Finding]:
+    """Headroom, fragmentation, one op holding the peak, OOMs, KV budget (diag/analyses/memory_findings.py)."""
+    from diag.analyses.memory import memory_findings  # it builds on this module's Finding
+
+    return memory_findings(store, run_id)
 
 
 def _platform(store: Store, run_id: int) -> str:

@@ -17,14 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from diag.analyses.advice import advice as platform_advice
-from diag.analyses.findings import thresholds
+from diag.analyses.memory_logs import OomFigures, fragmentation_likely, outside_large, size
 from diag.store import RULES_DIR
 
 FIELDS = RULES_DIR / "log_fields.toml"
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 _OPTIONAL = re.compile(r"«([^«»]*)»")
-GIB = 1 << 30
-MIB = 1 << 20
 
 
 @dataclass
@@ -88,41 +86,30 @@ def explain(
     return Said(title, render(rule.get("explanation", ""), fields), fix, advice)
 
 
-def size(n: float) -> str:
-    return f"{n / GIB:.2f} GiB" if abs(n) >= GIB else f"{n / MIB:.2f} MiB"
-
-
 def oom_advice(figures: dict[str, Any], platform: str = "ascend") -> list[str]:
     """What an OOM message's own figures say: the request against what was free, and — only when reserved −
     allocated is a large share of reserved and could have served the request — fragmentation; the tools and
-    settings it names are ``platform``'s (rules/advice.toml)."""
-    num = {k: float(v) for k, v in figures.items() if isinstance(v, int | float) and not isinstance(v, bool)}
-    req, free, cap = num.get("requested_bytes"), num.get("free_bytes"), num.get("capacity_bytes")
-    alloc, reserved = num.get("allocated_bytes"), num.get("reserved_bytes")
-    if reserved is None and alloc is not None and "reserved_unallocated_bytes" in num:  # CUDA, PyTorch >= 2.1
-        reserved = alloc + num["reserved_unallocated_bytes"]
-    limits = thresholds().get("oom_advice", {})
+    settings it names are ``platform``'s (rules/advice.toml).  The rule is memory_logs' (one rule: the verdict of
+    ``diag memory`` and this advice agree)."""
+    f = OomFigures.of(figures)
     out: list[str] = []
-    if req is not None:
-        part = f"requested {size(req)}"
-        part += f" with {size(free)} free" if free is not None else ""
-        part += f" of {size(cap)}" if cap is not None else ""
+    if f.requested is not None:
+        part = f"requested {size(f.requested)}"
+        part += f" with {size(f.free)} free" if f.free is not None else ""
+        part += f" of {size(f.capacity)}" if f.capacity is not None else ""
         out.append(part[0].upper() + part[1:] + ".")
-    if alloc is not None and reserved is not None and reserved > 0:
-        held = reserved - alloc
-        share = float(limits.get("fragmentation_min_share", 0.10))
-        vs = f"Reserved {size(reserved)} vs allocated {size(alloc)}: {size(held)} held by the caching allocator"
-        if held >= share * reserved and (req is None or held >= req):
+    if f.held is not None:
+        held, reserved = f.held, f.reserved or 0.0
+        vs = f"Reserved {size(reserved)} vs allocated {size(f.allocated)}: {size(held)} held by the caching allocator"
+        if fragmentation_likely(f):
             out.append(f"{vs} — {platform_advice('oom_fragmentation', platform)}")
         else:
             out.append(f"{vs} ({held / reserved:.1%} of reserved): most of it is in use by tensors.")
-    if cap is not None and reserved is not None and free is not None:
-        outside = cap - reserved - free
-        if outside >= float(limits.get("outside_min_share", 0.25)) * cap:
-            out.append(
-                f"{size(outside)} of the {size(cap)} device is neither free nor reserved by this process's "
-                f"allocator: another process or a non-PyTorch allocation holds it {platform_advice('oom_outside', platform)}"
-            )
+    if outside_large(f):
+        out.append(
+            f"{size(f.outside)} of the {size(f.capacity)} device is neither free nor reserved by this process's "
+            f"allocator: another process or a non-PyTorch allocation holds it {platform_advice('oom_outside', platform)}"
+        )
     return out
 
 

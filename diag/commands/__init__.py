@@ -3,5 +3,7 @@
 from __future__ import annotations
 
 from diag.commands import accept, app, cluster, compare, export, findings, ingest, logs, report, runs, sql
+from diag.commands import memory as memory_cmd
 
 COMMANDS = (ingest, runs, findings, cluster, compare, accept, logs, report, sql, export, app)
+COMMANDS = (*COMMANDS, memory_cmd)  # a line of its own: commands added in parallel merge apart

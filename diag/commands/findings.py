@@ -68,8 +68,8 @@ def findings(db: DbOption = DEFAULT, run: RunOption = None, as_json: JsonOption 
             "severity", "impact", "category", "finding", "suggestion", title=escape(where), show_lines=True
         )
         for f in fs:
-            # a log finding has no share of device time: its 0.0 is "not measured", not "none"
-            impact = None if f.category.startswith("log:") else f.impact_pct
+            # a log or memory finding has no share of device time: its 0.0 is "not measured", not "none"
+            impact = None if f.category.startswith("log:") or f.category == "memory" else f.impact_pct
             tbl.add_row(
                 cell(f.severity), fmt_pct(impact), cell(f.category), cell(f.title), cell(f.suggestion)
             )

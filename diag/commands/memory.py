@@ -1,0 +1,202 @@
+"""``diag memory``: peak memory, headroom, allocator slack, top allocators, OOMs and the KV budget of a run."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from diag.analyses import memory_logs
+from diag.analyses.memory import memory_summary
+from diag.analyses.memory_findings import size_text
+from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
+from diag.commands._format import MISSING, cell, escape, fmt_count, fmt_ns, fmt_pct, path_tails, table
+from diag.errors import DiagError
+from diag.store import Store
+
+RunOption = Annotated[
+    int | None, typer.Option("--run", help="Run id (default: the last run with memory data).")
+]
+LogOption = Annotated[
+    str | None,
+    typer.Option("--log", help="An ingested log file: its OOM and KV-cache figures (path as ingested)."),
+]
+NO_MEMORY = (
+    "no memory records{where}: torch_npu writes memory_record.csv, operator_memory.csv and npu_module_mem.csv "
+    "only with profile_memory=True (the .db export: MEMORY_RECORD, OP_MEMORY, NPU_MODULE_MEM); on CUDA, "
+    "torch.profiler with profile_memory=True ([memory] events) or nsys --cuda-memory-usage=true"
+)
+
+
+class MemoryUsageError(DiagError):
+    """``--run`` names no run, or ``--log`` no ingested log: a usage error (exit 2), said in one line."""
+
+    exit_code = 2
+
+
+def memory(
+    db: DbOption = DEFAULT, run: RunOption = None, log: LogOption = None, as_json: JsonOption = False
+) -> None:
+    """Peak allocated / reserved memory (when, which step, which op), headroom vs the device's capacity, allocator
+    slack, top allocators, memory outside the framework, and the OOMs / KV-cache budget of the logs."""
+    with Store(db, read_only=True) as store:
+        if (
+            run is not None
+            and not store.cursor().execute("SELECT 1 FROM runs WHERE run_id = ?", [run]).fetchall()
+        ):
+            raise MemoryUsageError(f"no run {run} in {db} (see `diag runs`)")
+        if log is not None:
+            try:
+                memory_logs.file_ids(store, log)
+            except ValueError as exc:
+                raise MemoryUsageError(f"{exc} (see `diag logs`)") from None
+        summary = memory_summary(store, run, log)
+        source = _run_source(store, summary["run_id"])
+    if as_json:
+        print_json(summary)
+        return
+    out = console()
+    has_memory = summary["peak_reserved_bytes"] is not None or summary["top_allocators"]
+    if not has_memory and not summary["oom"] and not summary["kv_cache"]:
+        where = f" for run {summary['run_id']}" if summary["run_id"] is not None else " in this database"
+        out.print(escape(NO_MEMORY.format(where=where)))
+        return
+    if summary["run_id"] is not None:
+        out.print(f"run {summary['run_id']} · {escape(source or MISSING)}")
+    if has_memory:
+        out.print(escape(headline(summary)))
+        for line in detail_lines(summary):
+            out.print(escape(line))
+        _print_tables(out, summary)
+    _print_logs(out, summary)
+    _print_findings(out, summary)
+
+
+def _run_source(store: Store, run_id: int | None) -> str | None:
+    if run_id is None:
+        return None
+    rows = store.cursor().execute("SELECT source FROM runs WHERE run_id = ?", [run_id]).fetchall()
+    return rows[0][0] if rows else None
+
+
+def headline(s: dict[str, Any]) -> str:
+    """The answer first: Peak reserved 57.6 GiB of 64.0 GiB (90.0%) at 1,234.5 ms, step 3, during MatMulV2 — …"""
+    peak = s["peak_reserved_bytes"]
+    if peak is None:
+        return "No reserved-memory series; operator allocations only"
+    text = f"Peak reserved {size_text(peak)}"
+    if s["capacity_bytes"]:
+        text += f" of {size_text(s['capacity_bytes'])} ({fmt_pct(s['capacity_pct'])})"
+    if s["peak_ts_ms"] is not None:
+        text += f" at {s['peak_ts_ms']:,.1f} ms"
+    if s["peak_step"] is not None:
+        text += f", step {s['peak_step']}"
+    if s["peak_op"]:
+        text += f", during {s['peak_op']}"
+    if s["headroom_pct"] is not None:
+        return text + f" — headroom {fmt_pct(s['headroom_pct'])} (capacity from the {_capacity_word(s)})"
+    return (
+        text
+        + " — headroom unknown (the device's capacity is not known: no device table entry, no OOM message)"
+    )
+
+
+def _capacity_word(s: dict[str, Any]) -> str:
+    name = f": {s['device_name']}" if s.get("device_name") else ""
+    return {"device_table": f"device table{name}", "log": "OOM message"}.get(s["capacity_from"], MISSING)
+
+
+def detail_lines(s: dict[str, Any]) -> list[str]:
+    lines = [
+        f"Reserved series {s['reserved_series'] or MISSING}; allocator series {s['allocator_series'] or MISSING}"
+    ]
+    if s["peak_allocated_bytes"] is not None:
+        lines.append(
+            f"Peak allocated {size_text(s['peak_allocated_bytes'])}; allocator slack (reserved − allocated) "
+            f"{size_text(s['slack_at_peak_bytes'])} ({fmt_pct(s['slack_at_peak_pct'])}) at its reserved peak, "
+            f"{size_text(s['slack_peak_bytes'])} at most"
+        )
+    if s["non_app_bytes"] is not None:
+        parts = ", ".join(
+            f"{m['module']} {size_text(m['peak_reserved_bytes'])}" for m in s["non_app_modules"][:5]
+        )
+        lines.append(
+            f"Held outside the framework (npu_module_mem): {size_text(s['non_app_bytes'])} at most ({parts})"
+        )
+    churn = s["churn"]
+    if churn:
+        lines.append(
+            f"Allocation churn: {fmt_count(churn['allocs_per_step'], 1)} allocations and "
+            f"{fmt_count(churn['frees_per_step'], 1)} frees per step over {len(churn['per_step'])} step(s)"
+        )
+    return lines
+
+
+def _print_tables(out: Console, s: dict[str, Any]) -> None:
+    if s["components"]:
+        tbl = table("source", "component", "peak reserved", "peak allocated", "samples", title="components")
+        for c in s["components"]:
+            tbl.add_row(
+                cell(c["source"]),
+                cell(c["component"]),
+                size_text(c["peak_reserved_bytes"]),
+                size_text(c["peak_allocated_bytes"]),
+                fmt_count(c["samples"]),
+            )
+        out.print(tbl)
+    if s["top_allocators"]:
+        tbl = table(
+            "operator",
+            "bytes",
+            "held",
+            "allocations",
+            title="top allocators (bytes × time held; held = sum over allocations)",
+        )
+        for a in s["top_allocators"]:
+            tbl.add_row(cell(a["name"]), size_text(a["bytes"]), fmt_ns(a["held_ns"]), fmt_count(a["count"]))
+        out.print(tbl)
+    if s["peak_allocators"]:
+        tbl = table("operator", "live bytes", "share", "allocations", title="live at the peak (op_memory)")
+        for a in s["peak_allocators"]:
+            tbl.add_row(
+                cell(a["name"]), size_text(a["bytes"]), fmt_pct(a["share_pct"]), fmt_count(a["count"])
+            )
+        out.print(tbl)
+
+
+def _print_logs(out: Console, s: dict[str, Any]) -> None:
+    if s["oom"]:
+        tbl = table("verdict", "requested", "capacity", "allocated", "reserved", "free", "where", title="OOM")
+        tails = path_tails(o.get("file") for o in s["oom"])
+        for o in s["oom"]:
+            where = f"{tails.get(o.get('file') or '', MISSING)}:{o.get('line') or MISSING}"
+            tbl.add_row(
+                cell(o.get("verdict")),
+                *(size_text(o.get(k)) for k in ("requested_bytes", "capacity_bytes", "allocated_bytes")),
+                *(size_text(o.get(k)) for k in ("reserved_bytes", "free_bytes")),
+                cell(where),
+            )
+        out.print(tbl)
+    kv = s["kv_cache"]
+    if kv:
+        tbl = table("figure", "value", title="KV-cache budget (start-up memory profiling)")
+        for key, value in kv.items():
+            shown = size_text(value) if key.endswith("_bytes") else cell(value)
+            tbl.add_row(cell(key.removesuffix("_bytes").replace("_", " ")), shown)
+        out.print(tbl)
+
+
+def _print_findings(out: Console, s: dict[str, Any]) -> None:
+    if not s["findings"]:
+        return
+    tbl = table("severity", "finding", "owner", "suggestion", title="memory findings", show_lines=True)
+    for f in s["findings"]:
+        tbl.add_row(
+            cell(f["severity"]), cell(f["title"]), cell(f["evidence"].get("owner")), cell(f["suggestion"])
+        )
+    out.print(tbl)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("memory")(memory)
