@@ -19,6 +19,8 @@ from diag.analyses import compare as compare_analysis
 from diag.analyses import counts as counts_analysis
 from diag.analyses import cpu_fallback, kernel_summary, log_diagnosis, postmortem_notes, stall_breakdown
 from diag.analyses import findings as findings_analysis
+from diag.analyses import memory as memory_analysis
+from diag.analyses import memory_logs as memory_logs_analysis
 from diag.analyses import postmortem as postmortem_analysis
 from diag.analyses import serving as serving_analysis
 from diag.analyses import timeline as tl_analysis
@@ -258,39 +260,28 @@ def chrome_trace_bytes(run_id: int) -> bytes:
         return path.read_bytes()
 
 
-# -- memory (diag.analyses.memory, diag.analyses.memory_logs): the Memory page, the Compare page's memory block --
+# -- memory (diag.analyses.memory, diag.analyses.memory_logs): the Memory page --------------------------------------
 @st.cache_data(show_spinner=False, max_entries=32)
 def memory(fp: str, run_id: int | None, log_file: str | None = None) -> dict:
     """The ``diag memory --json`` object of a run, or of one log file of no run (its OOM figures, KV budget)."""
-    from diag.analyses import memory as memory_analysis
-
     return memory_analysis.memory_summary(store(), run_id=run_id, log_file=log_file)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def memory_timeline(fp: str, run_id: int) -> list[dict]:
-    """Memory samples of a run: ts_ns, component, allocated / reserved / active bytes (source where given)."""
-    from diag.analyses import memory as memory_analysis
-
-    rows = memory_analysis.memory_timeline(store(), run_id)
-    return rows.to_dict("records") if hasattr(rows, "to_dict") else list(rows)
+    """Memory over time per series: ts_ns, source, component, allocated / reserved / active bytes (binned)."""
+    return memory_analysis.memory_timeline(store(), run_id)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def memory_steps(fp: str, run_id: int) -> list:
-    """The step windows to shade on the memory timeline."""
-    from diag.analyses import memory as memory_analysis
-
-    return list(memory_analysis.memory_steps(store(), run_id))
+def memory_steps(fp: str, run_id: int) -> list[dict]:
+    """The step windows (step, start_ns, end_ns) to shade on the memory timeline."""
+    return memory_analysis.memory_steps(store(), run_id)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def oom_log_files(fp: str) -> list[str]:
-    """Log files of no run that hold an OOM record or a KV-cache budget (the Memory page's log-only choice)."""
-    from diag.analyses import memory_logs
-
-    files = [e["file"] for e in memory_logs.oom_events(store()) if e.get("run_id") is None and e.get("file")]
-    kv = memory_logs.kv_cache(store())
-    if kv and kv.get("file") and kv.get("run_id") is None:
-        files.append(kv["file"])
-    return sorted(set(files))
+    """Log files of no run that hold an OOM record (the Memory page's log-only choice), as ingested."""
+    return sorted(
+        {e["file"] for e in memory_logs_analysis.oom_events(store()) if e["run_id"] is None and e.get("file")}
+    )

@@ -19,10 +19,7 @@ MISSING = "—"
 MAX_POINTS = 20_000  # samples drawn per line: every k-th beyond that, the peak sample always kept
 MAX_STACKED = 8  # CANN components drawn in the stack; the rest are summed as "other components"
 MAX_STEP_BANDS = 200
-# The component that is the process's total, first found wins: Ascend memory_record's PTA+GE (PyTorch + graph
-# engine; APP has reserved only), CUDA Kineto's PyTorch totals, nsys's CUDA usage. Never a sum of components.
-TOTAL_COMPONENTS = ("PTA+GE", "PTA", "PyTorch", "CUDA", "APP", "GE")
-STACK_SOURCES = {"npu_module_mem"}
+STACK_SOURCES = {"npu_module_mem"}  # reserved per CANN module: drawn stacked, never as the process total
 LINES = (("allocated_bytes", "allocated"), ("reserved_bytes", "reserved"), ("active_bytes", "active"))
 
 
@@ -107,24 +104,16 @@ def metrics(summary: dict[str, Any]) -> list[tuple[str, str]]:
 
 # -- over time ---------------------------------------------------------------------------------------------------
 def samples_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    df = pd.DataFrame(
-        rows, columns=["ts_ns", "component", "allocated_bytes", "reserved_bytes", "active_bytes"]
-    )
-    extra = pd.DataFrame(rows)
-    df["source"] = extra.get("source")
-    return df
+    cols = ["ts_ns", "source", "component", "allocated_bytes", "reserved_bytes", "active_bytes"]
+    return pd.DataFrame(rows, columns=cols)
 
 
-def total_component(df: pd.DataFrame) -> str | None:
-    """The component drawn as the process's total (TOTAL_COMPONENTS order), else the one with the most reserved."""
-    own = df[~df["source"].isin(STACK_SOURCES)]
-    present = set(own["component"].dropna())
-    for name in TOTAL_COMPONENTS:
-        if name in present and own.loc[own["component"] == name, "reserved_bytes"].notna().any():
-            return name
-    if own.empty:
-        return None
-    return str(own.groupby("component")["reserved_bytes"].max().idxmax())
+def _series(df: pd.DataFrame, name: str | None) -> pd.DataFrame:
+    """The samples of one series named "source:component" (the analysis's ``reserved_series``…), in time order."""
+    if not name or ":" not in name:
+        return df.iloc[0:0]
+    source, component = name.split(":", 1)
+    return df[(df["source"] == source) & (df["component"] == component)].sort_values("ts_ns")
 
 
 def _thin(part: pd.DataFrame) -> pd.DataFrame:
@@ -149,26 +138,32 @@ def _step_bands(fig: go.Figure, steps: list[Any], t0: int) -> None:
         )
 
 
-def timeline_figure(
-    df: pd.DataFrame, component: str, steps: list[Any], summary: dict[str, Any], t0: int
-) -> go.Figure:
-    """Allocated / reserved / active of ``component`` over time (ms from the run's start, GiB), steps shaded,
-    the peak marked."""
-    part = _thin(df[(df["component"] == component) & ~df["source"].isin(STACK_SOURCES)].sort_values("ts_ns"))
-    x = (part["ts_ns"] - t0) / 1e6
+def _line(part: pd.DataFrame, col: str, name: str, t0: int) -> go.Scatter:
+    return go.Scatter(
+        x=(part["ts_ns"] - t0) / 1e6,
+        y=part[col] / GIB,
+        name=plain(name),
+        mode="lines",
+        line_shape="hv",
+        hovertemplate=f"{plain(name)} %{{y:.3f}} GiB at %{{x:,.3f}} ms<extra></extra>",
+    )
+
+
+def timeline_figure(df: pd.DataFrame, steps: list[Any], summary: dict[str, Any], t0: int) -> go.Figure | None:
+    """Allocated / reserved / active of the allocator's series and the reserved of the process total over time
+    (ms from the run's start, GiB), steps shaded, the peak marked; None when neither series has samples."""
+    alloc = _thin(_series(df, summary.get("allocator_series")))
+    total = _series(df, summary.get("reserved_series"))
     fig = go.Figure()
-    for col, name in LINES:
-        if part[col].notna().any():
-            fig.add_trace(
-                go.Scatter(
-                    x=x,
-                    y=part[col] / GIB,
-                    name=name,
-                    mode="lines",
-                    line_shape="hv",
-                    hovertemplate=f"{name} %{{y:.3f}} GiB at %{{x:,.3f}} ms<extra></extra>",
-                )
-            )
+    if not total.empty and summary.get("reserved_series") != summary.get("allocator_series"):
+        name = summary["reserved_series"].split(":", 1)[1]
+        fig.add_trace(_line(_thin(total), "reserved_bytes", f"{name} reserved (process total)", t0))
+    for col, label in LINES:
+        if alloc[col].notna().any():
+            name = summary["allocator_series"].split(":", 1)[1]
+            fig.add_trace(_line(alloc, col, f"{name} {label}", t0))
+    if not fig.data:
+        return None
     _step_bands(fig, steps, t0)
     if summary.get("peak_ts_ns") is not None and summary.get("peak_reserved_bytes") is not None:
         fig.add_trace(
@@ -183,7 +178,7 @@ def timeline_figure(
         )
     fig.update_layout(height=380, margin={"l": 10, "r": 10, "t": 30, "b": 40}, legend={"orientation": "h"})
     fig.update_xaxes(title="time from the run's start (ms)")
-    fig.update_yaxes(title=f"{plain(component)} memory (GiB)", rangemode="tozero")
+    fig.update_yaxes(title="device memory (GiB)", rangemode="tozero")
     return fig
 
 
@@ -224,11 +219,17 @@ def _area(x: pd.Series, y: pd.Series, name: str) -> go.Scatter:
 
 # -- tables --------------------------------------------------------------------------------------------------------
 def components_frame(summary: dict[str, Any]) -> pd.DataFrame:
+    """Peak per memory series: where it comes from, the component, peak reserved and allocated (GiB)."""
     rows = [
-        {"component": c["component"], "peak reserved (GiB)": _round(c.get("peak_reserved_bytes"), GIB, 3)}
+        {
+            "source": c.get("source"),
+            "component": c["component"],
+            "peak reserved (GiB)": _round(c.get("peak_reserved_bytes"), GIB, 3),
+            "peak allocated (GiB)": _round(c.get("peak_allocated_bytes"), GIB, 3),
+        }
         for c in summary.get("components") or []
     ]
-    return pd.DataFrame(rows, columns=["component", "peak reserved (GiB)"])
+    return pd.DataFrame(rows, columns=["source", "component", "peak reserved (GiB)", "peak allocated (GiB)"])
 
 
 def allocators_frame(summary: dict[str, Any]) -> pd.DataFrame:
@@ -238,10 +239,11 @@ def allocators_frame(summary: dict[str, Any]) -> pd.DataFrame:
             "operator": a["name"],
             "held (MiB)": _round(a.get("bytes"), MIB, 1),
             "held for (ms)": _round(a.get("held_ns"), 1e6, 3),
+            "allocations": a.get("count"),
         }
         for a in summary.get("top_allocators") or []
     ]
-    return pd.DataFrame(rows, columns=["operator", "held (MiB)", "held for (ms)"])
+    return pd.DataFrame(rows, columns=["operator", "held (MiB)", "held for (ms)", "allocations"])
 
 
 OOM_FIGURES = (

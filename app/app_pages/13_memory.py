@@ -32,12 +32,14 @@ def _over_time(fp: str, run_id: int, summary: dict, t0: int | None) -> None:
     df = mw.samples_frame(data.memory_timeline(fp, run_id))
     if df.empty or t0 is None:
         return
-    total = mw.total_component(df)
-    if total is not None:
+    fig = mw.timeline_figure(df, data.memory_steps(fp, run_id), summary, t0)
+    if fig is not None:
         st.subheader("Memory over time")
-        fig = mw.timeline_figure(df, total, data.memory_steps(fp, run_id), summary, t0)
         st.plotly_chart(fig, width="stretch", key="mem_timeline")
-        st.caption(f"component {md_text(total)} (the process's total); steps shaded, the peak marked ×")
+        series = ", ".join(
+            md_text(summary[k]) for k in ("reserved_series", "allocator_series") if summary.get(k)
+        )
+        st.caption(f"series: {series}; steps shaded, the peak reserved marked ×")
     stack = mw.components_figure(df, t0)
     if stack is not None:
         st.subheader("Reserved by CANN component")
@@ -50,7 +52,8 @@ def _oom(summary: dict) -> None:
         return
     st.subheader("Out of memory")
     for i, event in enumerate(events[:3]):
-        st.markdown(md_text(mw.oom_sentence(event)))
+        if i or summary.get("peak_reserved_bytes") is not None:  # else the answer line above says it
+            st.markdown(md_text(mw.oom_sentence(event)))
         if event.get("verdict_reason"):
             st.caption(md_text(event["verdict_reason"]))
         fig = mw.oom_figure(event)

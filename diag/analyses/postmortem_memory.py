@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from diag.analyses import memory
+from diag.analyses import memory, memory_logs
 from diag.analyses.postmortem_model import Statement
 from diag.store import Store
 
@@ -89,7 +89,9 @@ def _knobs(s: dict[str, Any]) -> list[Statement]:
         text = f.get("suggestion")
         if text and text not in seen:
             seen.add(text)
-            out.append(Statement(f"Knob — {text}", {"from": f"finding: {f.get('title')}"}))
+            owner = (f.get("evidence") or {}).get("owner")
+            knob = f"Knob — {text}" + (f" (owner of the fix: {owner})" if owner else "")
+            out.append(Statement(knob, {"from": f"finding: {f.get('title')}"}))
     return out
 
 
@@ -102,17 +104,30 @@ def memory_statements(summary: dict[str, Any]) -> list[Statement]:
     return out + (_knobs(summary) if out else [])
 
 
+def _log_only(store: Store, log_files: list[str] | None) -> dict[str, Any]:
+    """With no run: the OOMs, KV budget and findings of each log file of no run (``log_files``: only these)."""
+    files = sorted(
+        {e["file"] for e in memory_logs.oom_events(store) if e["run_id"] is None and e.get("file")}
+    )
+    out: dict[str, Any] = {"oom": [], "kv_cache": None, "findings": []}
+    for file in files:
+        if log_files is not None and file not in log_files:
+            continue
+        s = memory.memory_summary(store, log_file=file)
+        if s["run_id"] is not None:
+            continue  # the file is a run's log (another scope)
+        out["oom"] += s["oom"]
+        out["kv_cache"] = out["kv_cache"] or s["kv_cache"]
+        out["findings"] += s["findings"]
+    return out
+
+
 def memory_story(
     store: Store, run_id: int | None, log_files: list[str] | None = None
 ) -> tuple[list[Statement], bool]:
-    """(the memory section's statements, whether it holds an OOM). ``log_files``: with no run, only the OOM
-    records of these files (the episode the postmortem covers)."""
-    summary = memory.memory_summary(store, run_id=run_id)
-    if run_id is None and log_files is not None:
-        keep = set(log_files)
-        summary = {**summary, "oom": [e for e in summary.get("oom") or [] if e.get("file") in keep]}
-        kv = summary.get("kv_cache")
-        if kv and kv.get("file") not in keep:
-            summary["kv_cache"] = None
-    statements = memory_statements(summary)
-    return statements, bool(summary.get("oom"))
+    """(the memory section's statements, whether it holds an OOM). With no run: the logs of no run, or only
+    ``log_files`` (the episode the postmortem covers)."""
+    summary = (
+        memory.memory_summary(store, run_id=run_id) if run_id is not None else _log_only(store, log_files)
+    )
+    return memory_statements(summary), bool(summary.get("oom"))
