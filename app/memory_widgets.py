@@ -13,6 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from app.text import plain
+from diag.analyses.postmortem_memory import verdict_text
 
 GIB, MIB = 1 << 30, 1 << 20
 MISSING = "—"
@@ -75,7 +76,7 @@ def oom_sentence(event: dict[str, Any]) -> str:
         text += f" with {gib(event['free_bytes'])} free"
     if event.get("capacity_bytes") is not None:
         text += f" of {gib(event['capacity_bytes'])}"
-    return text + f" — verdict: {(event.get('verdict') or 'unknown').replace('_', ' ')}."
+    return text + f" — {verdict_text(event.get('verdict'))}."
 
 
 def answer_text(summary: dict[str, Any], run_start_ns: int | None) -> str:
@@ -260,7 +261,7 @@ def oom_frame(summary: dict[str, Any]) -> pd.DataFrame:
     """One row per OOM record: its figures in GiB, the verdict, where it was logged."""
     rows = []
     for e in summary.get("oom") or []:
-        row = {"verdict": (e.get("verdict") or "unknown").replace("_", " ")}
+        row = {"verdict": verdict_text(e.get("verdict"))}
         row |= {f"{label} (GiB)": _round(e.get(key), GIB, 2) for key, label in OOM_FIGURES[:4]}
         row["capacity (GiB)"] = _round(e.get("capacity_bytes"), GIB, 2)
         row["logged at"] = _where(e)

@@ -19,14 +19,26 @@ OOM_FIGURES = ("requested_bytes", "capacity_bytes", "allocated_bytes", "reserved
                "active_bytes", "process_in_use_bytes")  # fmt: skip
 
 
+# an OOM verdict (diag.analyses.memory_logs.oom_verdict) as a person reads it
+VERDICT_TEXT = {
+    "fragmentation": "fragmentation",
+    "out_of_memory": "the device was full",
+    "other_process": "memory outside this process's allocator",
+    "unknown": "the figures do not tell the cause",
+}
+
+
+def verdict_text(verdict: str | None) -> str:
+    return VERDICT_TEXT.get(verdict or "unknown", VERDICT_TEXT["unknown"])
+
+
 def _gib(value: float | None) -> str:
     return "—" if value is None else f"{value / GIB:,.2f} GiB"
 
 
 def oom_statement(e: dict[str, Any]) -> Statement:
     """One OOM record: the request against what was free of what, the verdict and why, the line it was logged at."""
-    verdict = (e.get("verdict") or "unknown").replace("_", " ")
-    text = f"Out of memory ({verdict}): tried to allocate {_gib(e.get('requested_bytes'))}"
+    text = f"Out of memory — {verdict_text(e.get('verdict'))}: tried to allocate {_gib(e.get('requested_bytes'))}"
     if e.get("free_bytes") is not None:
         text += f" with {_gib(e['free_bytes'])} free"
     if e.get("capacity_bytes") is not None:
@@ -38,18 +50,12 @@ def oom_statement(e: dict[str, Any]) -> Statement:
         text += f" ({', '.join(held)})"
     if e.get("verdict_reason"):
         text += f" — {e['verdict_reason']}"
-    evidence: dict[str, Any] = {
-        "figures": {k: e.get(k) for k in OOM_FIGURES if e.get(k) is not None} | {"verdict": e.get("verdict")},
-    }
-    if e.get("file"):
-        evidence["log_lines"] = [
-            {
-                "file": e["file"],
-                "line_no": e.get("line"),
-                "ts_ns": e.get("ts_ns"),
-                "raw": e.get("raw") or text,
-            }
-        ]
+    figures = {k: e.get(k) for k in OOM_FIGURES if e.get(k) is not None} | {"verdict": e.get("verdict")}
+    if e.get("file"):  # the log line itself is on the Logs page; here where it is
+        figures |= {"file": e["file"], "line": e.get("line")}
+    evidence: dict[str, Any] = {"figures": figures}
+    if e.get("ts_ns") is not None:
+        evidence["time_range_ns"] = [e["ts_ns"], e["ts_ns"]]
     return Statement(text, evidence)
 
 
