@@ -81,7 +81,8 @@ def _print_memory(result: Comparison) -> None:
         return
     tbl = table("memory", "A", "B", title="device memory, same definitions (diag memory)")
     for label, a, b in memory_rows(result.memory):
-        tbl.add_row(cell(label), fmt_num(a), fmt_num(b))
+        digits = 1 if label.endswith("(%)") else 2
+        tbl.add_row(cell(label), fmt_num(a, digits=digits), fmt_num(b, digits=digits))
     console().print(tbl)
 
 
