@@ -38,7 +38,8 @@ PAGES = [
     st.Page("app_pages/12_glossary.py", title="Glossary", icon=":material/menu_book:"),
 ]
 
-page = st.navigation(PAGES)
+# expanded: every page stays in the sidebar (past 12 pages Streamlit hides the rest behind "View more")
+page = st.navigation(PAGES, expanded=True)
 try:
     data.store()  # opened once per process; a database another process is writing waits, then says so
 except DiagError as exc:
