@@ -21,6 +21,8 @@ MAX_POINTS = 20_000  # samples drawn per line: every k-th beyond that, the peak 
 MAX_STACKED = 8  # CANN components drawn in the stack; the rest are summed as "other components"
 MAX_STEP_BANDS = 200
 STACK_SOURCES = {"npu_module_mem"}  # reserved per CANN module: drawn stacked, never as the process total
+LEGEND_BELOW = {"orientation": "h", "yanchor": "top", "y": -0.18}  # under the x-axis title, not over it
+CAPACITY_FROM = {"device_table": "the device table", "log": "the OOM message's total capacity"}
 LINES = (("allocated_bytes", "allocated"), ("reserved_bytes", "reserved"), ("active_bytes", "active"))
 
 
@@ -39,6 +41,15 @@ def peak_ms(summary: dict[str, Any], run_start_ns: int | None) -> float | None:
     if summary.get("peak_ts_ns") is None or run_start_ns is None:
         return None
     return (summary["peak_ts_ns"] - run_start_ns) / 1e6
+
+
+def capacity_note(summary: dict[str, Any]) -> str | None:
+    """Where the capacity comes from, in words (None when unknown)."""
+    origin = summary.get("capacity_from")
+    if not origin:
+        return None
+    text = f"capacity from {CAPACITY_FROM.get(origin, origin)}"
+    return text + (f" ({summary['device_name']})" if summary.get("device_name") else "")
 
 
 def has_figures(summary: dict[str, Any]) -> bool:
@@ -177,7 +188,7 @@ def timeline_figure(df: pd.DataFrame, steps: list[Any], summary: dict[str, Any],
                 hovertemplate="peak reserved %{y:.3f} GiB at %{x:,.3f} ms<extra></extra>",
             )
         )
-    fig.update_layout(height=380, margin={"l": 10, "r": 10, "t": 30, "b": 40}, legend={"orientation": "h"})
+    fig.update_layout(height=420, margin={"l": 10, "r": 10, "t": 30, "b": 40}, legend=LEGEND_BELOW)
     fig.update_xaxes(title="time from the run's start (ms)")
     fig.update_yaxes(title="device memory (GiB)", rangemode="tozero")
     return fig
@@ -200,7 +211,7 @@ def components_figure(df: pd.DataFrame, t0: int) -> go.Figure | None:
         summed = rest.groupby("ts_ns", as_index=False)["reserved_bytes"].sum()
         label = f"other components ({len(peaks) - MAX_STACKED})"
         fig.add_trace(_area((summed["ts_ns"] - t0) / 1e6, summed["reserved_bytes"] / GIB, label))
-    fig.update_layout(height=320, margin={"l": 10, "r": 10, "t": 10, "b": 40}, legend={"orientation": "h"})
+    fig.update_layout(height=360, margin={"l": 10, "r": 10, "t": 10, "b": 40}, legend=LEGEND_BELOW)
     fig.update_xaxes(title="time from the run's start (ms)")
     fig.update_yaxes(title="reserved by component (GiB)", rangemode="tozero")
     return fig

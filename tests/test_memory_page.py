@@ -64,6 +64,7 @@ def test_answer_line_figures_and_tables(monkeypatch, mem_db):
         "headroom": "6.2%",
         "slack peak (reserved − allocated)": "18.00 GiB",
     }
+    assert "capacity from the device table (Ascend 910B3)" in [c.value for c in at.caption]
     assert _cells(at, "operator") == [
         {"operator": "aten::mm", "held (MiB)": 8192.0, "held for (ms)": 4.0, "allocations": 1},
         {"operator": "aten::empty_strided", "held (MiB)": 1024.0, "held for (ms)": 1.0, "allocations": 1},

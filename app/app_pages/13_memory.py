@@ -103,8 +103,8 @@ def _show(fp: str, run_id: int | None, summary: dict) -> None:
         cols = st.columns(5)
         for col, (label, value) in zip(cols, mw.metrics(summary), strict=True):
             col.metric(label, value)
-        if summary.get("capacity_from"):
-            st.caption(f"capacity from: {md_text(summary['capacity_from'])}")
+        if mw.capacity_note(summary):
+            st.caption(md_text(mw.capacity_note(summary)))
     if run_id is not None:
         _over_time(fp, run_id, summary, t0)
     if summary.get("components"):
