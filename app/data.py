@@ -285,4 +285,3 @@ def chrome_trace_bytes(run_id: int) -> bytes:
         path = Path(tmp) / "trace.json"
         chrome_trace.write_chrome_trace(store(), run_id, path)
         return path.read_bytes()
-
