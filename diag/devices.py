@@ -26,7 +26,6 @@ GIB = 1 << 30
 
 # Which file of a run wrote runs.device_name, by the parser that stored it (first found wins).
 _NAME_SOURCES = (
-    ("ascend_profiler_info", "the run's profiler info"),
     ("ascend_profiler_db", "the profiler database's NPU_INFO"),
     ("kineto_trace", "the PyTorch profiler trace's deviceProperties"),
     ("nsys_sqlite", "the Nsight Systems report's TARGET_INFO_GPU"),
@@ -51,7 +50,20 @@ class Device:
     def memory_gib(self) -> float | None:
         return self.memory_bytes / GIB if self.memory_bytes else None
 
+    @property
+    def capacity_bytes(self) -> int | None:
+        """What the framework sees where known, else the nominal size (a family whose members differ: None)."""
+        if self.memory_bytes:
+            return self.memory_bytes
+        return int(self.nominal_gib * GIB) if self.nominal_gib else None
 
+    def peak_tflops(self, dtype: str | None) -> float | None:
+        """Dense peak for a dtype as a file spells it ("DT_BF16", "FLOAT16", "torch.float8_e4m3fn"), else None."""
+        key = dtype_key(dtype)
+        return self.tflops.get(key) if key else None
+
+
+@cache
 def _word(pattern: str) -> re.Pattern[str]:
     return re.compile(rf"(?<![a-z0-9])(?:\d+x)?(?:{pattern})(?![a-z0-9])")
 
@@ -69,7 +81,7 @@ def _row(raw: dict[str, Any]) -> Device:
         source=raw.get("source", ""),
         note=raw.get("note", ""),
         pattern=raw.get("pattern", ""),
-        nominal_gib=float(raw["nominal_gib"]) if raw.get("nominal_gib") else None,
+        nominal_gib=raw.get("nominal_gib") or None,  # as written (64 stays an int in JSON)
     )
 
 
@@ -98,9 +110,29 @@ def _family(raw: dict[str, Any], by_key: dict[str, Device]) -> Device:
 
 
 @cache
-def _load(path: Path) -> tuple[Device, ...]:
+def _raw(path: Path) -> dict[str, Any]:
     with open(path, "rb") as fh:
-        raw = tomllib.load(fh)
+        return tomllib.load(fh)
+
+
+@cache
+def _dtype_aliases(path: Path = DEVICES_PATH) -> dict[str, str]:
+    return {alias: key for key, aliases in _raw(path).get("dtypes", {}).items() for alias in aliases}
+
+
+def dtype_key(dtype: str | None) -> str | None:
+    """The peak key (fp16, bf16, fp32, tf32, int8, fp8) of a dtype spelling, else None."""
+    if not dtype:
+        return None
+    low = dtype.strip().lower()
+    for prefix in ("torch.", "c10::", "dt_", "acl_"):
+        low = low.removeprefix(prefix)
+    return _dtype_aliases().get(low)
+
+
+@cache
+def _load(path: Path) -> tuple[Device, ...]:
+    raw = _raw(path)
     rows = [_row(r) for r in raw.get("device", [])]
     by_key = {d.key: d for d in rows}
     return tuple(rows) + tuple(_family(f, by_key) for f in raw.get("family", []))
@@ -123,7 +155,9 @@ def find_devices(text: str | None) -> list[Device]:
     hits: list[tuple[int, int, int, Device]] = []  # start, -length, table order, device
     for order, dev in enumerate(devices()):
         if dev.pattern:
-            hits += [(m.start(), -(m.end() - m.start()), order, dev) for m in _word(dev.pattern).finditer(low)]
+            hits += [
+                (m.start(), -(m.end() - m.start()), order, dev) for m in _word(dev.pattern).finditer(low)
+            ]
     taken: list[tuple[int, int]] = []
     found: list[tuple[int, Device]] = []
     for start, neg_len, _, dev in sorted(hits, key=lambda h: (h[1], h[2], h[0])):
@@ -149,9 +183,13 @@ def device_for_run(con: Any, run_id: int) -> tuple[Device | None, str]:
     name = row[0] if row else None
     if not name:
         return None, "not recorded"
-    parsers = {p for (p,) in cur.execute("SELECT DISTINCT parser FROM files WHERE run_id = ?", [run_id]).fetchall()}
+    parsers = {
+        p for (p,) in cur.execute("SELECT DISTINCT parser FROM files WHERE run_id = ?", [run_id]).fetchall()
+    }
     where = next((text for parser, text in _NAME_SOURCES if parser in parsers), "the run's profile")
     dev = match_device(name)
     if dev is None:
         return None, f"device name '{name}' in {where}, not in the device table"
-    return dev, f"device name '{name}' in {where}"
+    return dev, f"device name '{name}' in {where}" + (
+        ", which does not say the variant" if dev.members else ""
+    )
