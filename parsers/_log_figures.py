@@ -1,8 +1,8 @@
 """Numbers a log record states (OOM and memory messages), by name, as a JSON object: ``log_records.figures``.
 
 The message shapes are data (``diag/rules/log_figures.toml``): a regex per wording whose named groups are the
-figures; ``*_bytes`` groups are sizes as written ("57.55 GiB") and are stored in bytes.  ``figures`` is NULL for a
-record that states none, else e.g. ``{"requested_bytes": 2147483648, "device": 0, "capacity_bytes": …}``.
+figures; ``*_bytes`` groups are sizes as written ("57.55 GiB") and are stored in bytes, ``*_gib`` groups (bare
+numbers of GiB) as ``*_bytes`` too.  ``figures`` is NULL for a record that states none, else e.g. ``{"requested_bytes": 2147483648, "device": 0, "capacity_bytes": …}``.
 Only records whose text matches a shape are looked at (a few per log), with Polars.
 """
 
@@ -55,9 +55,20 @@ def load_figure_rules(path: Path = FIGURES_PATH) -> FigureRules:
     return FigureRules(tuple(shapes), {k: int(v) for k, v in data["units"].items()})
 
 
+def figure_key(name: str) -> str:
+    """The stored key of a group: ``*_gib`` (a bare number of GiB, as "(19.77/22.05 GiB)" or vLLM's "took 56.60
+    GB", which is GiB) is stored as ``*_bytes``."""
+    return name.removesuffix("_gib") + "_bytes" if name.endswith("_gib") else name
+
+
 def _value(name: str, text: pl.Expr, units: dict[str, int]) -> pl.Expr:
-    """A figure's JSON value: bytes (an integer) for a *_bytes size, else the number as written."""
+    """A figure's JSON value: bytes (an integer) for a *_bytes size or *_gib number, else the number as written
+    (thousands separators dropped: "158,656")."""
+    if name.endswith("_gib"):
+        number = text.cast(pl.Float64, strict=False) * units["GiB"]
+        return number.round(0).cast(pl.Int64, strict=False).cast(pl.String)
     if not name.endswith("_bytes"):
+        text = text.str.replace_all(",", "")
         whole = text.str.contains(r"^-?\d+$")
         number = text.cast(pl.Float64, strict=False).cast(pl.String)
         return pl.when(whole).then(text.cast(pl.Int64, strict=False).cast(pl.String)).otherwise(number)
@@ -77,7 +88,9 @@ def _shape_figures(raw: pl.DataFrame, shape: FigureShape, order: int, units: dic
     groups = sub.select("idx", x=pl.col("raw").str.extract_groups(shape.pattern)).unnest("x")
     long = groups.select(
         "idx",
-        kv=pl.concat_list(pl.struct(key=pl.lit(n), value=_value(n, pl.col(n), units)) for n in shape.names),
+        kv=pl.concat_list(
+            pl.struct(key=pl.lit(figure_key(n)), value=_value(n, pl.col(n), units)) for n in shape.names
+        ),
     ).explode("kv")
     return (
         long.unnest("kv")

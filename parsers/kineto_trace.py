@@ -14,7 +14,8 @@ when absent).  A trace cut off mid-write stores its complete events and is marke
 Maps: ``kernel``/``Kernel`` → device_tasks CUDA_KERNEL (COMMUNICATION for nccl kernels), ``gpu_memcpy``/
 ``Memcpy`` and ``gpu_memset``/``Memset`` → MEMCPY, ``cuda_sync`` → SYNC; CPU ops, Python functions, user
 annotations (CPU and GPU), CUDA runtime/driver calls → host_ops; flows (``ac2g``, ``async_cpu_to_gpu``,
-``async_gpu``, ``fwdbwd``) → links; ``ProfilerStep#N`` → steps.  A trace recorded on AMD GPUs (same categories, HIP names) is stored as platform
+``async_gpu``, ``fwdbwd``) → links; ``ProfilerStep#N`` → steps; ``[memory]`` events (``profile_memory=True``)
+→ memory and op_memory (``parsers._kineto_memory``).  A trace recorded on AMD GPUs (same categories, HIP names) is stored as platform
 ``rocm`` (rules/platforms.toml).
 """
 
@@ -36,6 +37,7 @@ import duckdb
 from diag.archives import ArchiveLimits
 from diag.errors import BadInputError
 from diag.store import default_memory_limit, q, sql_literal
+from parsers import _kineto_memory
 from parsers._base import ParseContext, ParseResult, Probe
 from parsers._gpu_vendor import is_rocm
 from parsers._io import (
@@ -344,7 +346,7 @@ def _lit(values: tuple[str, ...] | list[str]) -> str:
 
 class KinetoTraceParser:
     name = "kineto_trace"
-    version = 2  # 2: AMD traces stored as platform rocm
+    version = 3  # 2: AMD traces stored as platform rocm; 3: [memory] events stored (#19)
     platform = "cuda"
     run_per_file = True
 
@@ -366,6 +368,7 @@ class KinetoTraceParser:
             out.unlink(missing_ok=True)
             with contextlib.suppress(duckdb.Error):  # an aborted transaction takes its temp tables with it
                 q(ctx.con, "DROP TABLE IF EXISTS _kt")
+                _kineto_memory.drop(ctx.con)
         return result
 
     def _load(self, ctx: ParseContext, ex: Extracted, result: ParseResult) -> None:
@@ -381,6 +384,7 @@ class KinetoTraceParser:
                        {us_to_ns("ts")} + {base} AS ts_ns, {us_to_ns("dur")} AS dur_ns, id, args AS a
                 FROM {read_json_sql(parts)}""",
             )
+            memory = _kineto_memory.stage(con, parts, f"{us_to_ns('ts')} + {base}")  # before the parts go
         except duckdb.Error as exc:
             raise BadInputError(ctx.display, f"cannot read the trace events: {one_line(exc)}") from None
         finally:
@@ -450,6 +454,8 @@ class KinetoTraceParser:
             FROM _kt WHERE ph IN ('s', 'f') AND cat IN ({_lit(FLOW_CATS)})
             GROUP BY cat, id HAVING count(*) FILTER (ph = 's') > 0 AND count(*) FILTER (ph = 'f') > 0""",
         )
+        if memory:
+            _kineto_memory.insert(ctx, result)
         self._run_info(ctx, ex.meta, [d[0] for d in devices if d[0] is not None])
 
     def _run_info(self, ctx: ParseContext, meta: dict[str, Any], devices: list[int]) -> None:

@@ -10,7 +10,8 @@ into ``StringIds``, resolved inside DuckDB once per distinct id.  Tables are loo
 existence, so every schema generation from ≈2021 (no export metadata) to 2026.1 reads; a table an export
 lacks (lazy export, failed capture) is simply empty, and an export with no GPU table at all is refused with
 the reason.  Times are session-relative ns, made epoch ns with ``TARGET_INFO_SESSION_START_TIME`` unless
-the export was normalised (``--ts-normalize``), minus any ``--ts-shift``.
+the export was normalised (``--ts-normalize``), minus any ``--ts-shift``.  Device memory
+(``--cuda-memory-usage=true``) → memory and op_memory (``parsers._nsys_memory``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import duckdb
 
 from diag.errors import BadInputError
 from diag.store import file_literal, q, sql_literal
+from parsers import _nsys_memory
 from parsers._base import ParseContext, ParseResult, Probe
 from parsers._io import add_partial, one_line
 
@@ -296,7 +298,7 @@ class _Insert:
 
 class NsysSqliteParser:
     name = "nsys_sqlite"
-    version = 2  # 2: GPU tables without start/end, or all empty, are refused, not stored ok with 0 rows (#18)
+    version = 3  # 2: GPU tables without start/end, or all empty, are refused (#18); 3: device memory (#19)
     platform = "cuda"
     run_per_file = True
 
@@ -346,7 +348,7 @@ class NsysSqliteParser:
             "event": (event if ex.has(event, "timestamp") else None, EVENT, ""),  # timestamped from nsys 2025
             "runtime": (ex.first("CUPTI_ACTIVITY_KIND_RUNTIME"), RUNTIME, ""),
             "nvtx": (ex.first("NVTX_EVENTS"), NVTX, f"eventType IN ({types})"),
-        }
+        } | _nsys_memory.plan(ex)
         return {k: v for k, v in wanted.items() if v[0]}  # type: ignore[misc]
 
     def _load(
@@ -400,6 +402,8 @@ class NsysSqliteParser:
                 FROM {st.load(tables["event"])} x WHERE x.ts IS NOT NULL"""
             )
         self._host(ex, ctx, ins, tables, st)
+        # after the runtime rows: the allocations take the names of the API calls that made them
+        _nsys_memory.load(ctx, result, ex, tables, st, off)
         self._run_info(ex, ctx, devices)
 
     def _host(self, ex: Export, ctx: ParseContext, ins: _Insert, tables: dict[str, str], st: Stager) -> None:

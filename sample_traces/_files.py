@@ -11,6 +11,7 @@ from typing import IO
 
 from sample_traces import _events as ev
 from sample_traces._accounting import CLASSES, OVERLAP_THREADS
+from sample_traces._memory import write_memory
 from sample_traces._pmu import HEADER as KERNEL_HEADER
 from sample_traces._rank import (
     S_AICPU,
@@ -64,6 +65,10 @@ class RankFiles:
         # per-step ground truth waits here until the run ends (kept out of memory); closed by copy_steps
         self._spill: IO[str] = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115
         self._n_spilled = 0
+        self.step_windows: list[
+            tuple[int, int, int]
+        ] = []  # (step, start_ns, end_ns): the memory files' steps
+        self.memory_truth: dict | None = None
         if self._trace is not None:
             meta = self._meta()
             self.n_meta = len(meta)
@@ -125,6 +130,7 @@ class RankFiles:
         if self._step_trace is not None:
             self._step_trace.write(step.step_trace_row)
         rec = step.record
+        self.step_windows.append((rec["step"], rec["start_ns"], rec["end_ns"]))
         if self.first_step is None:
             self.first_step = rec["step"]
         self.last_step = rec["step"]
@@ -149,6 +155,8 @@ class RankFiles:
                 fh.close()
         if "op_statistic" in self.files:
             self._write_op_statistic()
+        if "memory" in self.files:  # off by default: the default export stays byte-identical
+            self.memory_truth = write_memory(self.output, self.step_windows, rk.rank)
         (self.output / "analyse.done").write_bytes(b"")
         self._write_profiler_info(end_ns, steps)
         self._write_metadata()
@@ -175,7 +183,7 @@ class RankFiles:
                     "activities": ["ProfilerActivity.CPU", "ProfilerActivity.NPU"],
                     "schedule": {"wait": 0, "active": steps, "warmup": 1, "repeat": 1, "skip_first": 10},
                     "record_shapes": True,
-                    "profile_memory": False,
+                    "profile_memory": "memory" in self.files,
                     "with_stack": True,
                     "with_flops": False,
                     "with_modules": False,
@@ -287,6 +295,7 @@ class RankFiles:
                 "Cast": kd["trans:Cast"],
                 "dur_ns_sum": s["trans"],
             },
+            **({"memory": self.memory_truth} if self.memory_truth is not None else {}),
             "stalls": {k: self.stalls[k] for k in ("count", "device_gap_ns", "host_stall_ns")},
             "device_time_ns": {
                 "window": window,

@@ -46,6 +46,8 @@ from sample_traces._rank import S_AICPU, S_COMPUTE, Rank, us  # noqa: E402
 from sample_traces._step import finish_step  # noqa: E402
 
 FILES = ("trace_view", "kernel_details", "step_trace_time", "op_statistic")
+# written only when asked for (--files … memory): memory_record.csv, operator_memory.csv, npu_module_mem.csv
+OPTIONAL_FILES = ("memory",)
 FIRST_STEP = 11  # schedule skip_first=10, warmup=1
 BASE_NS = 1_736_933_600_000_000_000  # 2025-01-15 09:33:20 UTC
 BATCH = 16
@@ -132,7 +134,7 @@ def generate(
     At least ``steps`` decode steps are generated, then more until rank 0's trace_view.json reaches
     ``target_trace_bytes`` and its kernel_details.csv ``kernel_rows`` rows (each target only when given).
     """
-    unknown = set(files) - set(FILES)
+    unknown = set(files) - set(FILES) - set(OPTIONAL_FILES)
     if unknown or steps < 1 or layers < 1 or ranks < 1:
         raise ValueError(
             f"bad arguments: files {sorted(unknown)}, steps {steps}, layers {layers}, ranks {ranks}"
@@ -245,7 +247,13 @@ def main(argv: list[str] | None = None) -> int:
         "--target-trace-bytes", type=float, default=None, help="grow until trace_view.json ≥ B bytes"
     )
     p.add_argument("--kernel-rows", type=float, default=None, help="grow until kernel_details.csv ≥ N rows")
-    p.add_argument("--files", nargs="+", choices=FILES, default=list(FILES), help="which exports to write")
+    p.add_argument(
+        "--files",
+        nargs="+",
+        choices=FILES + OPTIONAL_FILES,
+        default=list(FILES),
+        help="which exports to write (memory: the profile_memory=True files, off by default)",
+    )
     a = p.parse_args(argv)
     t0 = time.perf_counter()
     truth = generate(

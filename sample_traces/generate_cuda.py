@@ -8,6 +8,10 @@ no CUDA kernel.  ``ground_truth.json`` holds, per class, both totals and the inj
 comparison must recover ``Ascend / CUDA = factor``.
 
     python sample_traces/generate_cuda.py sample_traces/generated/llm_decode_tp2 sample_traces/generated/llm_decode_cuda
+
+``--memory`` adds what ``torch.profiler.profile(profile_memory=True)`` records (``sample_traces/_cuda_memory.py``):
+``[memory]`` instant events with a known peak allocated / reserved and the host ops that allocate, the truth
+under ``memory`` in ``ground_truth.json``.  Without it the output is what it always was, byte for byte.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from diag.analyses.op_classes import classify  # noqa: E402
+from sample_traces._cuda_memory import memory_events  # noqa: E402
 
 # Ascend time / CUDA time per op class (the slowdowns the comparison must find).
 FACTORS = {
@@ -54,7 +59,7 @@ def _rows(rank_dir: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
-def generate(ascend_dir: Path, out_dir: Path) -> dict:
+def generate(ascend_dir: Path, out_dir: Path, memory: bool = False) -> dict:
     rank_dir = sorted(p for p in ascend_dir.iterdir() if p.name.startswith("rank0"))[0]
     rows = _rows(rank_dir)
     events: list[dict] = []
@@ -64,6 +69,7 @@ def generate(ascend_dir: Path, out_dir: Path) -> dict:
     for r in rows:
         steps[r["Step Id"]].append(r)
     corr = 0
+    spans: list[tuple[Decimal, Decimal]] = []  # each step's host span (µs), where the memory events go
     for step, ops in sorted(steps.items(), key=lambda kv: int(kv[0])):
         step_start = t
         t += Decimal(20)
@@ -97,6 +103,7 @@ def generate(ascend_dir: Path, out_dir: Path) -> dict:
             )
             t += Decimal(dur_ns) / 1000
         t += Decimal(10)
+        spans.append((step_start, t))
         events.append(
             {
                 "ph": "X",
@@ -110,6 +117,10 @@ def generate(ascend_dir: Path, out_dir: Path) -> dict:
             }
         )
         t += STEP_GAP_US
+    mem_truth = None
+    if memory:
+        mem_events, mem_truth = memory_events(spans, HOST_PID, DEVICE)
+        events += mem_events
     meta = [
         {"ph": "M", "name": "process_name", "pid": DEVICE, "args": {"name": "GPU 0"}},
         {
@@ -150,6 +161,8 @@ def generate(ascend_dir: Path, out_dir: Path) -> dict:
             for c, v in sorted(truth.items())
         },
     }
+    if mem_truth is not None:
+        gt["memory"] = mem_truth
     (out_dir / "ground_truth.json").write_text(json.dumps(gt, indent=1, sort_keys=True))
     return gt
 
@@ -158,8 +171,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("ascend_dir", type=Path)
     ap.add_argument("out_dir", type=Path)
+    ap.add_argument("--memory", action="store_true", help="add profile_memory=True's [memory] events")
     args = ap.parse_args()
-    gt = generate(args.ascend_dir, args.out_dir)
+    gt = generate(args.ascend_dir, args.out_dir, memory=args.memory)
     print(f"wrote {args.out_dir} ({gt['steps']} steps, classes {', '.join(gt['classes'])})")
 
 

@@ -380,6 +380,66 @@ FIGURE_EXAMPLES = {
         {"allocated_bytes": round(22.88 * GIB), "private_pool_bytes": 24 * MIB,
          "reserved_unallocated_bytes": round(275.38 * MIB)},
     ),
+    # the start-up memory profile (issue #19; the real excerpts are tests/fixtures/memory_logs/)
+    "vllm_loading_model_weights_gb": (
+        "[model_runner_v1.py:2114] Loading model weights took 56.6034 GB", {"weights_bytes": round(56.6034 * GIB)},
+    ),
+    "vllm_model_loading_and_seconds": (
+        "INFO [model_runner.py:1115] Model loading took 6.5935 GiB and 7.243515 seconds",
+        {"weights_bytes": round(6.5935 * GIB)},
+    ),
+    "vllm_v0_profile_split": (
+        "INFO 01-16 09:40:00 worker.py:238] model weights take 19.86GiB; non_torch_memory takes -0.05GiB; PyTorch "
+        "activation peak memory takes 36.63GiB; the rest of the memory reserved for KV Cache is -7.83GiB.",
+        {"weights_bytes": round(19.86 * GIB), "non_torch_bytes": round(-0.05 * GIB),
+         "activation_peak_bytes": round(36.63 * GIB), "kv_cache_bytes": round(-7.83 * GIB)},
+    ),
+    "vllm_v0_6_profile_results": (
+        "INFO 12-06 14:55:15 worker.py:232] Memory profiling results: total_gpu_memory=7.92GiB "
+        "initial_memory_usage=0.37GiB peak_torch_memory=0.71GiB memory_usage_post_profile=0.39GiB "
+        "non_torch_memory=0.15GiB kv_cache_size=6.27GiB gpu_memory_utilization=0.90",
+        {"capacity_bytes": round(7.92 * GIB), "non_torch_bytes": round(0.15 * GIB),
+         "kv_cache_bytes": round(6.27 * GIB), "gpu_memory_utilization": 0.9},
+    ),
+    "vllm_v1_profile_result": (
+        "DEBUG Memory profiling takes 17.96 seconds. Total non KV cache memory: 17.12GiB; torch peak memory "
+        "increase: 1.89GiB; non-torch forward increase memory: 0.25GiB; weights memory: 14.99GiB.",
+        {"non_kv_cache_bytes": round(17.12 * GIB), "activation_peak_bytes": round(1.89 * GIB),
+         "non_torch_bytes": round(0.25 * GIB), "weights_bytes": round(14.99 * GIB)},
+    ),
+    "vllm_v0_device_blocks": (
+        "INFO 02-23 21:39:03 executor_base.py:111] # npu blocks: 35511, # CPU blocks: 4681", {"num_blocks": 35511},
+    ),
+    "vllm_ascend_0_7_1_blocks_misprint": (
+        "INFO 02-10 12:52:23 executor_base.py:110] # CPU blocks: 35064, # CPU blocks: 2730", {"num_blocks": 35064},
+    ),
+    "vllm_kv_cache_size_tokens": (
+        "INFO 04-24 16:33:13 [kv_cache_utils.py:634] GPU KV cache size: 158,656 tokens", {"kv_cache_tokens": 158656},
+    ),
+    "vllm_max_concurrency": (
+        "INFO 04-24 16:33:13 [kv_cache_utils.py:637] Maximum concurrency for 32,768 tokens per request: 4.84x",
+        {"max_model_len": 32768, "max_concurrency": 4.84},
+    ),
+    "vllm_free_memory_on_startup": (
+        "ValueError: Free memory on device cuda:1 (19.77/22.05 GiB) on startup is less than desired GPU memory "
+        "utilization (0.9, 19.84 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
+        {"free_bytes": round(19.77 * GIB), "capacity_bytes": round(22.05 * GIB), "gpu_memory_utilization": 0.9,
+         "budget_bytes": round(19.84 * GIB)},
+    ),
+    "vllm_ascend_actual_usage": (
+        "INFO 04-15 06:30:01 [worker.py:575] Actual usage: 1.14 GiB for weights, 0.22 GiB for peak activation, 0.13 "
+        "GiB for non-torch memory, 0.04 GiB for NPU graph memory.",
+        {"weights_bytes": round(1.14 * GIB), "activation_peak_bytes": round(0.22 * GIB),
+         "non_torch_bytes": round(0.13 * GIB)},
+    ),
+    "max_model_len_setting": (
+        "INFO 04-11 12:37:49 [llm_engine.py:242] Initializing a V0 LLM engine (v0.8.3) with config: dtype=torch.float16, "
+        "max_seq_len=8192, download_dir=None", {"max_model_len": 8192},
+    ),
+    "hccl_device_memory_resource": (
+        "Failed to allocate resource[DeviceMemory] with info [size:2147483648]. Reason: Memory resources are exhausted.",
+        {"requested_bytes": 2147483648},
+    ),
 }  # fmt: skip
 
 

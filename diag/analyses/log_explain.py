@@ -4,7 +4,8 @@ advice an OOM message's figures support.
 Templates live in ``rules/log_patterns.toml`` (rule ``title`` / ``explanation`` / ``fix``, else the category
 title); the fields they name are read from the records by ``rules/log_fields.toml``.  A ``«…»`` segment is
 dropped when a field it names was not found, so the text never states what the record does not show.  OOM
-advice comes from the ``figures`` the parser read (bytes) and ``rules/thresholds.toml`` ``[oom_advice]``.
+advice comes from the ``figures`` the parser read (bytes) by the rule of ``memory_verdicts`` (``rules/thresholds.toml``
+``[oom_advice]``), the one the OOM verdict of ``memory_logs`` uses.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from diag.analyses.advice import advice as platform_advice
-from diag.analyses.memory_logs import OomFigures, fragmentation_likely, outside_large, size
+from diag.analyses.memory_verdicts import OomFigures, fragmentation_likely, outside_large, size
 from diag.store import RULES_DIR
 
 FIELDS = RULES_DIR / "log_fields.toml"

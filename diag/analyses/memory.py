@@ -30,7 +30,7 @@ def memory_timeline(store: Store, run_id: int, max_points: int = TIMELINE_POINTS
 
     A series with more than ``max_points`` samples is binned by time, each bin holding the first time and the
     maximum of each figure in it (an envelope: the peak and the slack peak survive).  npu_module_mem modules that
-    never hold memory are left out."""
+    never hold memory are left out; of a run whose rows name several devices, the device memory_summary reports."""
     rows = (
         store.cursor()
         .execute(
@@ -38,15 +38,13 @@ def memory_timeline(store: Store, run_id: int, max_points: int = TIMELINE_POINTS
                            (SELECT component FROM {mf.MEM} WHERE source = 'npu_module_mem' AND reserved_bytes > 0)),
                  span AS (SELECT source, component, count(*) AS n, min(ts_ns) AS lo, max(ts_ns) AS hi
                           FROM m GROUP BY 1, 2),
-                 b AS (SELECT m.*, CASE WHEN n <= $pts THEN row_number() OVER (PARTITION BY m.source, m.component
-                                                                               ORDER BY ts_ns)
-                                   ELSE CAST((CAST(ts_ns - lo AS HUGEINT) * $pts) // greatest(hi - lo, 1) AS BIGINT)
-                                   END AS bin
+                 b AS (SELECT m.*, CASE WHEN n <= $pts THEN ts_ns  -- few samples: each time its own point
+                                   ELSE CAST(floor((ts_ns - lo) / ((hi - lo + 1) / $pts::DOUBLE)) AS BIGINT) END AS bin
                        FROM m JOIN span USING (source, component))
             SELECT min(ts_ns), source, component, max(allocated_bytes), max(reserved_bytes), max(active_bytes),
                    max(reserved_bytes - allocated_bytes)
             FROM b GROUP BY source, component, bin ORDER BY 2, 3, 1""",
-            {"run": run_id, "pts": max_points},
+            {"run": run_id, "dev": mf.peak_device(store.cursor(), run_id), "pts": max_points},
         )
         .fetchall()
     )
@@ -159,18 +157,22 @@ def _empty(run_id: int | None, platform: str | None = None) -> dict[str, Any]:
         "non_app_bytes": None,
         "non_app_modules": [],
         "churn": None,
+        "alloc_calls": [],
+        "device": None,  # set when the run's rows name several devices: the one reported (holding the most)
     }
 
 
 def _figures(store: Store, run_id: int) -> dict[str, Any]:
     cur = store.cursor()
     fig = _empty(run_id, _platform(store, run_id))
-    series = mf.series_peaks(cur, run_id)
+    dev = fig["device"] = mf.peak_device(cur, run_id)
+    series = mf.series_peaks(cur, run_id, dev)
     fig["sources"] = sorted({s["source"] for s in series})
     fig["components"] = [
         {k: s[k] for k in ("source", "component", "peak_reserved_bytes", "peak_allocated_bytes", "samples")}
         for s in series
-        if s["peak_reserved_bytes"] or s["peak_allocated_bytes"]
+        # a module that never held memory (0), or of which only releases were seen (-1 in npu_module_mem), is no row
+        if (s["peak_reserved_bytes"] or 0) > 0 or (s["peak_allocated_bytes"] or 0) > 0
     ]
     total = mf.pick(series, "reserved_total", "peak_reserved_bytes")
     alloc = mf.pick(series, "allocator", "peak_allocated_bytes")
@@ -178,27 +180,30 @@ def _figures(store: Store, run_id: int) -> dict[str, Any]:
     if total is not None:
         fig["reserved_series"] = f"{total['source']}:{total['component']}"
         fig["peak_reserved_bytes"] = int(total["peak_reserved_bytes"])
-        _place_peak(store, run_id, fig, int(total["peak_reserved_ts_ns"]), steps)
+        _place_peak(store, run_id, fig, int(total["peak_reserved_ts_ns"]), steps, dev)
     if alloc is not None:
         fig["allocator_series"] = f"{alloc['source']}:{alloc['component']}"
         fig["peak_allocated_bytes"] = int(alloc["peak_allocated_bytes"])
         fig["peak_allocated_ts_ns"] = int(alloc["peak_allocated_ts_ns"])
-        sl = mf.slack(cur, run_id, alloc["source"], alloc["component"])
+        sl = mf.slack(cur, run_id, alloc["source"], alloc["component"], dev)
         fig.update({k: sl[k] for k in ("slack_peak_bytes", "slack_peak_ts_ns", "slack_at_peak_bytes")})
         if sl["slack_at_peak_bytes"] is not None and sl["allocator_reserved_bytes"]:
             fig["slack_at_peak_pct"] = 100.0 * sl["slack_at_peak_bytes"] / sl["allocator_reserved_bytes"]
         fig["allocator_reserved_bytes"] = sl["allocator_reserved_bytes"]
-    end = mf.last_record_ns(cur, run_id)
+    end = mf.last_record_ns(cur, run_id, dev)
     if end is not None:
-        fig["top_allocators"] = mf.top_allocators(cur, run_id, end, _limit())
-    outside = mf.non_framework(cur, run_id)
+        fig["top_allocators"] = mf.top_allocators(cur, run_id, end, _limit(), dev)
+    outside = mf.non_framework(cur, run_id, dev)
     if outside:
         fig["non_app_bytes"], fig["non_app_modules"] = outside["peak_bytes"], outside["modules"]
-    fig["churn"] = mf.churn(cur, run_id, steps)
+    fig["churn"] = mf.churn(cur, run_id, steps, dev)
+    fig["alloc_calls"] = mf.alloc_calls(cur, run_id)
     return fig
 
 
-def _place_peak(store: Store, run_id: int, fig: dict[str, Any], ts: int, steps: list[dict[str, Any]]) -> None:
+def _place_peak(
+    store: Store, run_id: int, fig: dict[str, Any], ts: int, steps: list[dict[str, Any]], dev: str | None
+) -> None:
     """When the peak was (ns, and ms from the run's start), in which step, during which op, what was live then."""
     cur = store.cursor()
     fig["peak_ts_ns"] = ts
@@ -206,9 +211,9 @@ def _place_peak(store: Store, run_id: int, fig: dict[str, Any], ts: int, steps: 
     if start and start[0][0] is not None:
         fig["peak_ts_ms"] = (ts - int(start[0][0])) / 1e6
     fig["peak_step"] = next((s["step"] for s in steps if s["start_ns"] <= ts <= s["end_ns"]), None)
-    fig["peak_op"] = mf.op_at(cur, run_id, ts)
-    live = mf.live_at(cur, run_id, ts, _limit())
-    whole = mf.live_total(cur, run_id, ts) if live else 0
+    fig["peak_op"] = mf.op_at(cur, run_id, ts, dev)
+    live = mf.live_at(cur, run_id, ts, _limit(), dev)
+    whole = mf.live_total(cur, run_id, ts, dev) if live else 0
     fig["peak_allocators"] = [{**r, "share_pct": 100.0 * r["bytes"] / whole} for r in live] if whole else []
 
 
@@ -222,8 +227,8 @@ def _capacity(store: Store, run_id: int | None, fig: dict[str, Any], oom: list[d
     """Capacity from the device table (the run's hardware), else what an OOM message states, else unknown: the
     headroom is never computed from a guess."""
     device, _ = device_for_run(store, run_id) if run_id is not None else (None, "")
-    if device is not None and device.memory_bytes:
-        fig["capacity_bytes"], fig["capacity_from"] = int(device.memory_bytes), "device_table"
+    if device is not None and device.capacity_bytes:
+        fig["capacity_bytes"], fig["capacity_from"] = int(device.capacity_bytes), "device_table"
         fig["device_name"] = device.name
     else:
         stated = [o["capacity_bytes"] for o in oom if o.get("capacity_bytes")]

@@ -50,7 +50,17 @@ def size_text(n: float | None) -> str:
 def findings_from_figures(run_id: int | None, fig: dict[str, Any]) -> list[Finding]:
     t = thresholds()["memory"]
     out = _headroom(run_id, fig, t) + _fragmentation(run_id, fig, t) + _one_op(run_id, fig, t)
-    return out + _oom(run_id, fig) + _kv(run_id, fig)
+    return out + _slow_alloc(run_id, fig, t) + _oom(run_id, fig) + _kv(run_id, fig)
+
+
+def _slow_alloc(run_id: int | None, fig: dict[str, Any], t: dict[str, Any]) -> list[Finding]:
+    """msprof-analyze's memory rule: a device memory API whose calls take ``slow_alloc_total_us`` or more in all."""
+    slow = [c for c in fig.get("alloc_calls") or [] if c["total_ns"] >= t["slow_alloc_total_us"] * 1000]
+    if not slow:
+        return []
+    names = ", ".join(f"{c['name']} ×{c['count']} ({c['total_ns'] / 1e6:,.1f} ms)" for c in slow)
+    title = f"Slow device memory allocation / free on the host: {names}"
+    return [_finding(run_id, "slow_alloc", fig, "medium", title, {"calls": slow})]
 
 
 def _finding(

@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 
 from diag.analyses import memory_logs
-from diag.analyses.memory import memory_summary
+from diag.analyses.memory import memory_summary, runs_with_memory
 from diag.analyses.memory_findings import size_text
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
 from diag.commands._format import MISSING, cell, escape, fmt_count, fmt_ns, fmt_pct, path_tails, table
@@ -53,6 +53,7 @@ def memory(
                 raise MemoryUsageError(f"{exc} (see `diag logs`)") from None
         summary = memory_summary(store, run, log)
         source = _run_source(store, summary["run_id"])
+        others = len(runs_with_memory(store)) - 1 if run is None and log is None else 0
     if as_json:
         print_json(summary)
         return
@@ -63,7 +64,8 @@ def memory(
         out.print(escape(NO_MEMORY.format(where=where)))
         return
     if summary["run_id"] is not None:
-        out.print(f"run {summary['run_id']} · {escape(source or MISSING)}")
+        more = f" (the last of {others + 1} runs with memory data; --run to choose)" if others > 0 else ""
+        out.print(f"run {summary['run_id']} · {escape(source or MISSING)}{more}")
     if has_memory:
         out.print(escape(headline(summary)))
         for line in detail_lines(summary):
@@ -165,8 +167,19 @@ def _print_tables(out: Console, s: dict[str, Any]) -> None:
         out.print(tbl)
 
 
+def oom_line(s: dict[str, Any]) -> str:
+    """The answer when there is no profile: 1 OOM in the logs: out_of_memory (asked for 72.0 MiB of 61.3 GiB)."""
+    parts = []
+    for o in s["oom"]:
+        asked = f"asked for {size_text(o.get('requested_bytes'))}" if o.get("requested_bytes") else ""
+        of = f" of {size_text(o['capacity_bytes'])}" if asked and o.get("capacity_bytes") else ""
+        parts.append(f"{o.get('verdict') or 'unknown'}" + (f" ({asked}{of})" if asked else ""))
+    return f"{len(parts)} OOM{'s' if len(parts) != 1 else ''} in the logs: {', '.join(parts)}"
+
+
 def _print_logs(out: Console, s: dict[str, Any]) -> None:
     if s["oom"]:
+        out.print(escape(oom_line(s)))
         tbl = table("verdict", "requested", "capacity", "allocated", "reserved", "free", "where", title="OOM")
         tails = path_tails(o.get("file") for o in s["oom"])
         for o in s["oom"]:
