@@ -29,6 +29,25 @@ PEAK_RESERVED = 60 * GIB
 PEAK_ALLOCATED = 40 * GIB
 SLACK_PEAK = 18 * GIB
 PEAK_SAMPLE = 9
+DEVICE_NAME = "Ascend910B3"  # set on the run by the tests: a text export does not name its chip
+
+
+def capacity_bytes(device_name: str) -> int:
+    """The capacity diag.devices gives the device (what the framework sees, else nominal)."""
+    from diag.devices import match_device
+
+    device = match_device(device_name)
+    assert device is not None and device.capacity_bytes, device_name
+    return int(device.capacity_bytes)
+
+
+def peak_text(peak: int, cap: int) -> str:
+    """'60.00 GiB of 60.97 GiB (98.4%)' and the headroom as the page and the report write them."""
+    return f"{peak / GIB:.2f} GiB of {cap / GIB:.2f} GiB ({100 * peak / cap:.1f}%)"
+
+
+def headroom(peak: int, cap: int) -> str:
+    return f"{100 - 100 * peak / cap:.1f}%"
 
 
 def ts_us(k: int) -> int:

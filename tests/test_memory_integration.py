@@ -17,7 +17,7 @@ from diag.analyses.compare import compare
 from diag.analyses.postmortem import build_postmortem
 from diag.store import Store
 from tests.conftest import FIXTURES, SAMPLES, ingest_into, open_page, run_cli
-from tests.memory_run import GIB, memory_run
+from tests.memory_run import DEVICE_NAME, GIB, PEAK_RESERVED, capacity_bytes, headroom, memory_run, peak_text
 from tests.test_memory_page import OOM_LOG
 
 CUDA_TRACE = SAMPLES / "generated" / "llm_decode_cuda" / "h100_decode_tp1.pt.trace.json"
@@ -29,9 +29,11 @@ OOM_TEXT = (
     "device is full; the 2.82 GiB cached but unused (4.8% of reserved) is too small a share to call fragmentation "
     "for the 2.00 GiB request."
 )
+NPU_CAP = capacity_bytes(DEVICE_NAME)
+GPU_CAP = capacity_bytes("NVIDIA H100 80GB HBM3")  # the trace's deviceProperties name: 79.11 GiB
 PEAK_TEXT = (
-    "Peak reserved 60.00 GiB of 64.00 GiB (93.8%) in step 13, during aten::mm — headroom 6.2%; reserved − "
-    "allocated peaked at 18.00 GiB"
+    f"Peak reserved {peak_text(PEAK_RESERVED, NPU_CAP)} in step 13, during aten::mm — headroom "
+    f"{headroom(PEAK_RESERVED, NPU_CAP)}; reserved − allocated peaked at 18.00 GiB"
 )
 
 
@@ -64,7 +66,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int, int]:
     with Store(db) as store:
         ingest_into(store, [npu, gpu])
         runs = dict(store.cursor().execute("SELECT platform, run_id FROM runs").fetchall())
-        store.cursor().execute("UPDATE runs SET device_name = 'Ascend910B3' WHERE platform = 'ascend'")
+        store.cursor().execute("UPDATE runs SET device_name = ? WHERE platform = 'ascend'", [DEVICE_NAME])
         _kineto_memory(store, runs["cuda"])
     return db, runs["ascend"], runs["cuda"]
 
@@ -96,8 +98,8 @@ def test_report_without_an_oom_puts_memory_after_the_impact(pair):
     names = [name for name, _ in report.sections(pm)]
     assert names[:3] == ["What happened", "Impact", "Memory"] and not pm.memory_oom
     assert pm.memory[0].text == (
-        "Peak reserved 76.00 GiB of 80.00 GiB (95.0%) in step 11 — headroom 5.0%; reserved − allocated peaked at "
-        "18.00 GiB"
+        f"Peak reserved {peak_text(76 * GIB, GPU_CAP)} in step 11 — headroom {headroom(76 * GIB, GPU_CAP)}; "
+        "reserved − allocated peaked at 18.00 GiB"
     )
 
 
@@ -136,8 +138,10 @@ def test_serving_memory_check_reads_a_cuda_profile(pair):
     (row,) = [r for r in rows if Path(r["file"]).name == "h100_result.json"]
     check = next(c for c in row["checks"] if c["figure"] == "memory")
     assert check["peak"] == {"run_id": gpu, "component": "PyTorch", "peak_bytes": 76 * GIB}
-    assert (check["value"], check["verdict"], check["capacity_bytes"]) == (95.0, "fail", 80 * GIB)
-    assert check["detail"] == f"76.00 GiB reserved (PyTorch, run {gpu}) of 80 GiB"
+    # the profiled device's capacity (as diag memory has it), not the nominal 80 GiB the result's path names
+    assert (check["value"], check["verdict"]) == (pytest.approx(100 * 76 * GIB / GPU_CAP), "fail")
+    assert (check["capacity_bytes"], check["capacity_from"]) == (GPU_CAP, "profile device_table")
+    assert check["detail"] == f"76.00 GiB reserved (PyTorch, run {gpu}) of 79.11 GiB"
 
 
 # -- Ascend vs CUDA ------------------------------------------------------------------------------------------------
@@ -151,13 +155,21 @@ def test_compare_has_a_memory_block_per_side(pair):
         60 * GIB,
         18 * GIB,
     )
-    assert (a["capacity_bytes"], a["headroom_pct"], a["oom"]) == (64 * GIB, 6.25, 1)
+    assert (a["capacity_bytes"], a["headroom_pct"], a["oom"]) == (
+        NPU_CAP,
+        pytest.approx(100 - 6000 * GIB / NPU_CAP),
+        1,
+    )
     assert (b["peak_allocated_bytes"], b["peak_reserved_bytes"], b["slack_peak_bytes"]) == (
         70 * GIB,
         76 * GIB,
         18 * GIB,
     )
-    assert (b["capacity_bytes"], b["headroom_pct"], b["kv_cache_bytes"]) == (80 * GIB, 5.0, None)
+    assert (b["capacity_bytes"], b["headroom_pct"], b["kv_cache_bytes"]) == (
+        GPU_CAP,
+        pytest.approx(100 - 7600 * GIB / GPU_CAP),
+        None,
+    )
 
 
 def test_compare_cli_prints_the_memory_table(pair):
@@ -172,7 +184,8 @@ def test_compare_cli_prints_the_memory_table(pair):
         "headroom (%)",
         "slack peak (reserved − allocated) (GiB)",
     ]  # no side has a KV-cache budget: no row for it
-    assert rows["peak reserved (GiB)"] == ["60.00", "76.00"] and rows["headroom (%)"] == ["6.2", "5.0"]
+    assert rows["peak reserved (GiB)"] == ["60.00", "76.00"]
+    assert rows["headroom (%)"] == [headroom(PEAK_RESERVED, NPU_CAP)[:-1], headroom(76 * GIB, GPU_CAP)[:-1]]
 
 
 def test_compare_page_memory_section(monkeypatch, pair, tmp_path):
@@ -181,5 +194,9 @@ def test_compare_page_memory_section(monkeypatch, pair, tmp_path):
     assert not at.exception, at.exception
     frame = next(d.value for d in at.dataframe if list(d.value.columns) == ["figure", "A", "B"])
     cells = {r["figure"]: (r["A"], r["B"]) for r in frame.to_dict("records")}
-    assert cells["peak reserved (GiB)"] == (60.0, 76.0) and cells["headroom (%)"] == (6.2, 5.0)
+    assert cells["peak reserved (GiB)"] == (60.0, 76.0)
+    assert cells["headroom (%)"] == (
+        float(headroom(PEAK_RESERVED, NPU_CAP)[:-1]),
+        float(headroom(76 * GIB, GPU_CAP)[:-1]),
+    )
     assert cells["slack peak (reserved − allocated) (GiB)"] == (18.0, 18.0)

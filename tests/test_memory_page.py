@@ -13,7 +13,16 @@ import pytest
 
 from diag.store import Store
 from tests.conftest import FIXTURES, ingest_into, open_page
-from tests.memory_run import GIB, RANK0, memory_run
+from tests.memory_run import (
+    DEVICE_NAME,
+    GIB,
+    PEAK_RESERVED,
+    RANK0,
+    capacity_bytes,
+    headroom,
+    memory_run,
+    peak_text,
+)
 
 PAGE = "app_pages/13_memory.py"
 # a real torch_npu OOM (vllm-project/vllm-ascend#5020, tests/fixtures/logs_wild/INDEX_w2.csv)
@@ -30,7 +39,7 @@ def mem_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with Store(db) as store:
         ingest_into(store, [run, root / "logs"])
         # an Ascend text export does not name its chip: say it, as an export with a .db would (device table: 64 GiB)
-        store.cursor().execute("UPDATE runs SET device_name = 'Ascend910B3'")
+        store.cursor().execute("UPDATE runs SET device_name = ?", [DEVICE_NAME])
     return db
 
 
@@ -53,15 +62,18 @@ def _cells(at, first_column: str) -> list[dict]:  # noqa: ANN001
 
 def test_answer_line_figures_and_tables(monkeypatch, mem_db):
     at = open_page(monkeypatch, mem_db, PAGE)
+    cap = capacity_bytes(
+        DEVICE_NAME
+    )  # 60.97 GiB: the 910B3 as torch_npu reports it (diag/rules/devices.toml)
     assert _texts(at)[0] == (
-        "**Peak reserved 60.00 GiB of 64.00 GiB (93.8%) at 9.0 ms, step 13, during aten::mm — headroom 6.2%; "
-        "peak allocated 40.00 GiB.**"
+        f"**Peak reserved {peak_text(PEAK_RESERVED, cap)} at 9.0 ms, step 13, during aten::mm — headroom "
+        f"{headroom(PEAK_RESERVED, cap)}; peak allocated 40.00 GiB.**"
     )
     assert {m.label: m.value for m in at.metric} == {
         "peak reserved": "60.00 GiB",
         "peak allocated": "40.00 GiB",
-        "device capacity": "64.0 GiB",
-        "headroom": "6.2%",
+        "device capacity": f"{cap / GIB:.1f} GiB",
+        "headroom": headroom(PEAK_RESERVED, cap),
         "slack peak (reserved − allocated)": "18.00 GiB",
     }
     assert "capacity from the device table (Ascend 910B3)" in [c.value for c in at.caption]
@@ -74,7 +86,10 @@ def test_answer_line_figures_and_tables(monkeypatch, mem_db):
     assert components[("npu_module_mem", "HCCL")] == 4.0 and components[("npu_module_mem", "RUNTIME")] == 1.0
     titles = [t for t in _texts(at) if t.startswith(":red-badge") or t.startswith(":orange-badge")]
     assert titles[0].startswith(
-        ":red-badge[high] **Peak reserved 60.0 GiB of 64.0 GiB (93.8%): headroom 6.2%"
+        ":red-badge[high] **Peak reserved 60.0 GiB of "
+    )  # the headroom finding (< 10 %)
+    assert titles[0].endswith(
+        f"headroom {headroom(PEAK_RESERVED, capacity_bytes(DEVICE_NAME))}, under the 10% to keep**"
     )
     assert any("fragmentation" in t for t in titles)
 

@@ -283,16 +283,16 @@ def _failed_check(row: dict[str, Any], rules: dict[str, Any]) -> dict:
 
 
 def _memory_check(con: duckdb.DuckDBPyConnection, row: dict[str, Any], rules: dict[str, Any]) -> dict:
-    """Peak reserved against the capacity: the serving file's hardware (or the thresholds' override) first, else
-    the profile's device from the device table."""
+    """Peak reserved against the capacity: the thresholds' override, else the profiled device's (the device table,
+    as ``diag memory`` has it), else the hardware the serving file or its path names."""
     limit = float(rules.get("memory", {}).get("max_used_pct", 90.0))
     peak = peak_memory(con, row["linked_runs"])
     if peak is None:
         return _check("memory", None, limit, "%", detail="no profile of this deployment with memory records")
     profile_bytes, profile_from = peak.pop("_capacity")
-    if row["capacity_gib"]:
+    if row["capacity_gib"] and (row["capacity_from"] == "thresholds" or not profile_bytes):
         capacity, origin = row["capacity_gib"] * GIB, row["capacity_from"]
-    elif profile_bytes:
+    elif profile_bytes:  # the profiled device's own capacity, as diag memory judges its headroom
         capacity, origin = profile_bytes, f"profile {profile_from}"
     else:
         return _check(
