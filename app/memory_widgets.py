@@ -81,7 +81,11 @@ def _peak_sentence(summary: dict[str, Any], run_start_ns: int | None) -> str:
 
 
 def oom_sentence(event: dict[str, Any]) -> str:
-    """One OOM record in a line: what was asked, what was free of what, the verdict."""
+    """One OOM record in a line: what was asked, what was free of what, the verdict (a record that names no
+    request — vLLM's negative KV budget, a pool that failed to initialise — says its reason instead)."""
+    if event.get("requested_bytes") is None:
+        reason = event.get("verdict_reason") or "the message gives no figures"
+        return f"Out of memory — {verdict_text(event.get('verdict'))}: {reason}"
     text = f"Out of memory: tried to allocate {gib(event.get('requested_bytes'))}"
     if event.get("free_bytes") is not None:
         text += f" with {gib(event['free_bytes'])} free"

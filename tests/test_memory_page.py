@@ -154,3 +154,23 @@ def test_run_without_memory_records_says_what_to_capture(monkeypatch, tmp_path):
     )
     assert "`memory_record.csv`, `operator_memory.csv` and `npu_module_mem.csv`" in info.value
     assert not at.get("plotly_chart") and not at.metric
+
+
+def test_log_with_a_negative_kv_budget_shows_the_split(monkeypatch, tmp_path):
+    """Only a log in the store (vLLM's negative KV budget, tests/fixtures/memory_logs/w1_008): the page opens on
+    it, the answer says why, the budget split is drawn with its figures."""
+    (tmp_path / "logs").mkdir()
+    shutil.copy(FIXTURES / "memory_logs" / "w1_008_negative_kv_cache.log", tmp_path / "logs")
+    db = tmp_path / "kv.duckdb"
+    with Store(db) as store:
+        ingest_into(store, [tmp_path / "logs"])
+    at = open_page(monkeypatch, db, PAGE)
+    assert _texts(at)[0] == (
+        "**Out of memory — the device was full: vLLM's KV-cache budget is -890.88 MiB: the weights and activation "
+        "peak take all the memory gpu_memory_utilization allows.**"
+    )
+    kv = {r["figure"]: r["value"] for r in _cells(at, "figure")}
+    assert (kv["model weights"], kv["KV cache"], kv["verdict"]) == ("27.54 GiB", "-0.87 GiB", "negative")
+    (split,) = (json.loads(c.proto.spec) for c in at.get("plotly_chart"))
+    assert [t["name"] for t in split["data"]] == ["model weights", "KV cache"]
+    assert split["data"][1]["marker"]["color"] == "#d62728"  # negative: drawn red, to the left

@@ -125,7 +125,11 @@ st.caption(
 )
 fp = data.fingerprint()
 log_files = data.oom_log_files(fp)
-scope = st.radio("Scope", SCOPES, horizontal=True, key="mem_scope") if log_files else SCOPES[0]
+has_runs = any(r["start_ns"] is not None for r in data.runs(fp))
+if log_files:  # with only logs in the store, the page opens on them
+    scope = st.radio("Scope", SCOPES, index=0 if has_runs else 1, horizontal=True, key="mem_scope")
+else:
+    scope = SCOPES[0]
 if scope == SCOPES[0]:
     chosen_run = run_picker(fp, key="mem_run")
     if chosen_run is None:

@@ -38,7 +38,9 @@ def _gib(value: float | None) -> str:
 
 def oom_statement(e: dict[str, Any]) -> Statement:
     """One OOM record: the request against what was free of what, the verdict and why, the line it was logged at."""
-    text = f"Out of memory — {verdict_text(e.get('verdict'))}: tried to allocate {_gib(e.get('requested_bytes'))}"
+    text = f"Out of memory — {verdict_text(e.get('verdict'))}"
+    if e.get("requested_bytes") is not None:  # vLLM's negative KV budget, a pool that failed: no request
+        text += f": tried to allocate {_gib(e['requested_bytes'])}"
     if e.get("free_bytes") is not None:
         text += f" with {_gib(e['free_bytes'])} free"
     if e.get("capacity_bytes") is not None:
