@@ -15,9 +15,19 @@ from diag import report
 from diag.analyses import serving
 from diag.analyses.compare import compare
 from diag.analyses.postmortem import build_postmortem
+from diag.commands.compare import compare as compare_command
 from diag.store import Store
-from tests.conftest import FIXTURES, SAMPLES, ingest_into, open_page, run_cli
-from tests.memory_run import DEVICE_NAME, GIB, PEAK_RESERVED, capacity_bytes, headroom, memory_run, peak_text
+from tests.conftest import FIXTURES, SAMPLES, ingest_into, open_page
+from tests.memory_run import (
+    DEVICE_NAME,
+    GIB,
+    PEAK_RESERVED,
+    RANK0,
+    capacity_bytes,
+    headroom,
+    memory_run,
+    peak_text,
+)
 from tests.test_memory_page import OOM_LOG
 
 CUDA_TRACE = SAMPLES / "generated" / "llm_decode_cuda" / "h100_decode_tp1.pt.trace.json"
@@ -116,6 +126,28 @@ def test_log_only_oom_incident_leads_with_memory(tmp_path):
     )
 
 
+def test_job_report_names_the_rank_that_ran_out(tmp_path):
+    """A TP=2 job (the generated sample's ranks) whose rank 0 has the memory records and the OOM."""
+    job = tmp_path / "tp2"
+    rank0 = memory_run(job)
+    shutil.copy(OOM_LOG, rank0 / "train.log")
+    rank1 = RANK0.parent / "rank1_3003034_20250115093320983_ascend_pt"
+    (job / rank1.name / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
+    shutil.copy(rank1 / "profiler_info_1.json", job / rank1.name)
+    shutil.copy(
+        rank1 / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv", job / rank1.name / "ASCEND_PROFILER_OUTPUT"
+    )
+    with Store(tmp_path / "job.duckdb") as store:
+        ingest_into(store, [job])
+        (job_id,) = store.cursor().execute("SELECT DISTINCT job_id FROM runs").fetchone()
+        pm = build_postmortem(store, job_id=job_id)
+    assert report.sections(pm)[0][0] == "Memory" and pm.memory_oom
+    assert pm.memory[0].text.startswith(
+        "rank 0: Out of memory — the device was full: tried to allocate 2.00 GiB"
+    )
+    assert not any(s.text.startswith("rank 1") for s in pm.memory)  # rank 1 holds no memory figure
+
+
 def _app_copy(db: Path, tmp_path: Path) -> Path:
     """The app keeps its database open for writing: it gets a copy, the other tests read the original."""
     return Path(shutil.copy(db, tmp_path / db.name))
@@ -172,9 +204,10 @@ def test_compare_has_a_memory_block_per_side(pair):
     )
 
 
-def test_compare_cli_prints_the_memory_table(pair):
+def test_compare_cli_prints_the_memory_table(pair, capsys):
     db, npu, gpu = pair
-    text = run_cli("compare", str(npu), str(gpu), "--db", str(db), check=True).stdout
+    compare_command(npu, gpu, db=db, as_json=False)  # diag compare, in-process
+    text = capsys.readouterr().out
     cells = [[c.strip() for c in line.split("│")[1:4]] for line in text.splitlines() if line.count("│") == 4]
     rows = {c[0]: c[1:] for c in cells}
     assert list(rows) == [

@@ -12,6 +12,7 @@ from typing import Any
 
 from diag.analyses import memory, memory_logs
 from diag.analyses.postmortem_model import Statement
+from diag.grouping import rank_or_run
 from diag.store import Store
 
 GIB = 1 << 30
@@ -139,3 +140,20 @@ def memory_story(
         memory.memory_summary(store, run_id=run_id) if run_id is not None else _log_only(store, log_files)
     )
     return memory_statements(summary), bool(summary.get("oom"))
+
+
+def job_memory_story(store: Store, runs: list[dict[str, Any]]) -> tuple[list[Statement], bool]:
+    """Every rank's memory story, each statement naming its rank; a knob said for several ranks is said once."""
+    out: list[Statement] = []
+    oom, knobs = False, set()
+    for run in runs:
+        statements, has_oom = memory_story(store, run["run_id"])
+        oom |= has_oom
+        for st in statements:
+            if st.text.startswith("Knob — "):
+                if st.text not in knobs:
+                    knobs.add(st.text)
+                    out.append(st)
+                continue
+            out.append(Statement(f"{rank_or_run(run.get('rank'), run['run_id'])}: {st.text}", st.evidence))
+    return out, oom
