@@ -320,22 +320,29 @@ TABLES: tuple[Table, ...] = (
     ),
     Table(
         "memory",
-        "memory samples: memory_record.csv (per component) and npu_module_mem.csv (per CANN module)",
+        "memory samples: memory_record.csv (per component), npu_module_mem.csv (per CANN module), Kineto [memory] "
+        "events, nsys CUDA_GPU_MEMORY_USAGE_EVENTS / _POOL_EVENTS",
         _OWNER
         + (
-            _c("source", "VARCHAR", "memory_record | npu_module_mem"),
-            _c("component", "VARCHAR", "APP, PTA, GE, PTA+GE, WORKSPACE; or a CANN module"),
+            _c("source", "VARCHAR", "memory_record | npu_module_mem | kineto | nsys"),
+            _c(
+                "component",
+                "VARCHAR",
+                "APP, PTA, GE, PTA+GE, WORKSPACE; or a CANN module; PyTorch (kineto: the caching allocator's "
+                "totals); CUDA (nsys: device bytes allocated, running total) or CUDA pool (nsys: stream-ordered "
+                "pools, reserved = their size)",
+            ),
             _c("ts_ns", "BIGINT"),
             _c("allocated_bytes", "BIGINT"),
             _c("reserved_bytes", "BIGINT"),
             _c("active_bytes", "BIGINT"),
             _c("stream_ptr", "VARCHAR"),
-            _c("device", "VARCHAR", "e.g. NPU:0"),
+            _c("device", "VARCHAR", "e.g. NPU:0, cuda:0"),
         ),
     ),
     Table(
         "op_memory",
-        "operator_memory.csv: one allocation by an operator",
+        "operator_memory.csv / OP_MEMORY, Kineto [memory] and nsys alloc/free pairs: one allocation by an operator",
         _OWNER
         + (
             _c("name", "VARCHAR"),

@@ -13,7 +13,8 @@ device after the event; ``Device Type`` is ``c10::DeviceType`` (0 CPU, 1 CUDA �
 PyTorch before ~1.10 (``torch/csrc/autograd/profiler_kineto.cpp``'s ``reportMemoryUsage`` then) wrote only
 Device Type, Device Id and Bytes: such events give no memory samples and no pairs.
 
-Stored: ``memory`` rows (``source='kineto'``, ``component='PyTorch'``, ``device`` ``cuda:N``: allocated =
+An ``[OutOfMemory]`` event (same args but ``Addr``) becomes a note on the file: what was requested against
+the totals.  Stored: ``memory`` rows (``source='kineto'``, ``component='PyTorch'``, ``device`` ``cuda:N``: allocated =
 Total Allocated, reserved = Total Reserved, one row per event) and ``op_memory`` rows (``parsers._memory_pairs``)
 named after the innermost CPU op running the allocation on its thread.  Host (``Device Type`` 0) events are
 not stored: the CPU allocator's totals are not device memory and would read as a device's peak; other device
@@ -36,15 +37,17 @@ from parsers._io import read_json_array_sql
 from parsers._memory_pairs import insert_pairs
 
 TABLE = "_ktm"
-MEMORY_EVENT = "[memory]"
+MEMORY_EVENT, OOM_EVENT = "[memory]", "[OutOfMemory]"
 CUDA_DEVICE_TYPE = 1  # c10::DeviceType::CUDA
 MEMORY_ARGS = ("Device Type", "Device Id", "Addr", "Bytes", "Total Allocated", "Total Reserved")
 OP_CATS = ("cpu_op", "Operator", "operator")  # the CPU-op categories across Kineto generations
 
 
 def stage(con: duckdb.DuckDBPyConnection, parts: list[Path], ts_sql: str) -> bool:
-    """Copy the ``[memory]`` events of ``parts`` into TABLE when the first read (``_kt``) saw any."""
-    if not q(con, f"SELECT EXISTS (SELECT 1 FROM _kt WHERE name = '{MEMORY_EVENT}')")[0][0]:
+    """Copy the ``[memory]`` / ``[OutOfMemory]`` events of ``parts`` into TABLE when the first read (``_kt``)
+    saw any."""
+    names = f"'{MEMORY_EVENT}', '{OOM_EVENT}'"
+    if not q(con, f"SELECT EXISTS (SELECT 1 FROM _kt WHERE name IN ({names}))")[0][0]:
         return False
     args = ", ".join(f'"{k}" VARCHAR' for k in MEMORY_ARGS)
     cols = {"name": "VARCHAR", "pid": "VARCHAR", "tid": "VARCHAR", "ts": "VARCHAR", "args": f"STRUCT({args})"}
@@ -52,13 +55,13 @@ def stage(con: duckdb.DuckDBPyConnection, parts: list[Path], ts_sql: str) -> boo
     q(
         con,
         f"""CREATE OR REPLACE TEMP TABLE {TABLE} AS
-        SELECT TRY_CAST(pid AS BIGINT) AS pid, TRY_CAST(tid AS BIGINT) AS tid, {ts_sql} AS ts_ns,
+        SELECT name = '{OOM_EVENT}' AS oom, TRY_CAST(pid AS BIGINT) AS pid, TRY_CAST(tid AS BIGINT) AS tid, {ts_sql} AS ts_ns,
                {big.format('"Device Type"')} AS device_type, {big.format('"Device Id"')} AS device_id,
                nullif(trim(a."Addr"), '') AS addr, {big.format('"Bytes"')} AS bytes,
                {big.format('"Total Allocated"')} AS total_allocated,
                {big.format('"Total Reserved"')} AS total_reserved
         FROM (SELECT name, pid, tid, ts, args AS a FROM {read_json_array_sql(parts, cols)})
-        WHERE name = '{MEMORY_EVENT}'""",
+        WHERE name IN ({names})""",
     )
     return True
 
@@ -66,8 +69,9 @@ def stage(con: duckdb.DuckDBPyConnection, parts: list[Path], ts_sql: str) -> boo
 def insert(ctx: ParseContext, result: ParseResult) -> None:
     """The ``memory`` and ``op_memory`` rows of the staged events (see the module doc)."""
     con, run, file = ctx.con, ctx.run_id, ctx.file_id
-    cuda = f"device_type = {CUDA_DEVICE_TYPE} AND ts_ns IS NOT NULL"
-    cuda_m = f"m.device_type = {CUDA_DEVICE_TYPE} AND m.ts_ns IS NOT NULL"
+    _out_of_memory(con, result)
+    cuda = f"NOT oom AND device_type = {CUDA_DEVICE_TYPE} AND ts_ns IS NOT NULL"
+    cuda_m = f"NOT m.oom AND m.device_type = {CUDA_DEVICE_TYPE} AND m.ts_ns IS NOT NULL"
     n = q(
         con,
         f"""INSERT INTO memory (run_id, file_id, source, component, ts_ns, allocated_bytes, reserved_bytes,
@@ -77,7 +81,7 @@ def insert(ctx: ParseContext, result: ParseResult) -> None:
         FROM {TABLE} WHERE {cuda} AND (total_allocated IS NOT NULL OR total_reserved IS NOT NULL)""",
     )[0][0]
     result.add("memory", n)
-    host = q(con, f"SELECT count(*) FROM {TABLE} WHERE device_type <> {CUDA_DEVICE_TYPE}")[0][0]
+    host = q(con, f"SELECT count(*) FROM {TABLE} WHERE NOT oom AND device_type <> {CUDA_DEVICE_TYPE}")[0][0]
     if host:
         result.notes.append(f"{host:,} [memory] event(s) of host or non-CUDA memory not stored")
     _name_allocations(con)
@@ -86,6 +90,26 @@ def insert(ctx: ParseContext, result: ParseResult) -> None:
                  FROM {TABLE} m LEFT JOIN _ktm_op o ON o.pid = m.pid AND o.tid = m.tid AND o.ts_ns = m.ts_ns
                  WHERE {cuda_m}"""
     result.add("op_memory", insert_pairs(con, run, file, events))
+
+
+def _out_of_memory(con: duckdb.DuckDBPyConnection, result: ParseResult) -> None:
+    """A note per ``[OutOfMemory]`` event (an allocation the caching allocator could not serve), the first 3."""
+    rows = q(
+        con,
+        f"""SELECT 'cuda:' || coalesce(device_id, 0), bytes, total_allocated, total_reserved, count(*) OVER ()
+        FROM {TABLE} WHERE oom AND device_type = {CUDA_DEVICE_TYPE} ORDER BY ts_ns LIMIT 3""",
+    )
+
+    def size(v: int | None) -> str:
+        return "—" if v is None else f"{v:,} B"
+
+    for device, requested, allocated, reserved, _ in rows:
+        result.notes.append(
+            f"[OutOfMemory] on {device}: {size(requested)} requested with {size(allocated)} allocated and "
+            f"{size(reserved)} reserved by PyTorch"
+        )
+    if rows and rows[0][4] > len(rows):
+        result.notes.append(f"… and {rows[0][4] - len(rows):,} more [OutOfMemory] event(s)")
 
 
 def _name_allocations(con: duckdb.DuckDBPyConnection) -> None:
@@ -101,7 +125,7 @@ def _name_allocations(con: duckdb.DuckDBPyConnection) -> None:
         con,
         f"""CREATE OR REPLACE TEMP TABLE _ktm_op AS
         WITH allocs AS (SELECT DISTINCT pid, tid, ts_ns FROM {TABLE}
-                        WHERE bytes > 0 AND device_type = {CUDA_DEVICE_TYPE} AND ts_ns IS NOT NULL),
+                        WHERE NOT oom AND bytes > 0 AND device_type = {CUDA_DEVICE_TYPE} AND ts_ns IS NOT NULL),
         ops AS (SELECT o.pid, o.tid, o.ts_ns, o.ts_ns + o.dur_ns AS end_ns, o.name FROM _kt o
                 WHERE o.ph = 'X' AND o.cat IN ({cats}) AND o.dur_ns >= 0
                   AND (o.pid, o.tid) IN (SELECT DISTINCT pid, tid FROM allocs)),

@@ -92,16 +92,20 @@ def _mem(ts: float, addr: int, size: int, total: int, device_type: int = 1) -> d
 def test_kineto_pairs_at_one_timestamp_and_innermost_op(tmp_path, db):
     """A block freed and taken again at the same µs pairs with its old and new owner; a block taken and given
     back within one µs is one pair of 0 ns; the innermost op running the allocation names it, back-to-back
-    ops included."""
+    ops included; an allocation that failed ([OutOfMemory]) is a note, host memory is not stored."""
     trace = _trace(tmp_path / "t.json", [
         _op("aten::linear", 5, 10), _op("aten::mm", 9, 3), _mem(10, 0xA, 100, 100),
         _op("aten::add", 19, 2), _mem(20, 0xA, -100, 0), _mem(20, 0xA, 300, 300),
         _mem(30, 0xA, -300, 0),
         _op("aten::empty", 39, 1), _op("aten::zeros", 40, 2), _mem(40, 0xB, 64, 64), _mem(40, 0xB, -64, 0),
-        _mem(45, 0xC, 8, 8, device_type=0),
+        _mem(45, 0xC, 8, 8, device_type=0), {**_mem(50, 0, 2 << 30, 64), "name": "[OutOfMemory]"},
     ])  # fmt: skip
     [out] = ingest(db, trace)
     assert (out["status"], out["rows"]["memory"], out["rows"]["op_memory"]) == ("ok", 6, 3)
+    assert out["message"] == (
+        "[OutOfMemory] on cuda:1: 2,147,483,648 B requested with 64 B allocated and 1,073,741,824 B reserved by "
+        "PyTorch; 1 [memory] event(s) of host or non-CUDA memory not stored"
+    )
     rows = query(
         db, "SELECT name, size_bytes, alloc_ns, release_ns, dur_ns, device FROM op_memory ORDER BY alloc_ns"
     )

@@ -14,7 +14,7 @@ import pytest
 
 from diag.analyses.findings import device_findings
 from diag.analyses.memory import memory_steps, memory_summary, memory_timeline
-from diag.analyses.memory_findings import memory_advice, size_text
+from diag.analyses.memory_findings import findings_from_figures, memory_advice, size_text
 from diag.cli import main
 from diag.devices import match_device
 from diag.store import Store
@@ -249,3 +249,29 @@ def test_cli_without_run_says_which_of_several_runs_it_shows(tmp_path: Path, cap
         "Peak reserved 2.0 GiB — headroom unknown (the device's capacity is not known: no device table entry, no "
         "OOM message)",
     ]
+
+
+@pytest.mark.parametrize(
+    ("verdict", "platform", "title", "knob", "owner"),
+    [
+        ("fragmentation", "cuda", "OOM from fragmentation: the request fitted in memory the allocator already held "
+         "(asked for 2.0 GiB, 2 OOMs)", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", "config"),
+        ("out_of_memory", "ascend", "OOM: the device was full (asked for 2.0 GiB, 2 OOMs)",
+         "--gpu-memory-utilization", "config"),
+        ("other_process", "ascend", "OOM: memory this process does not hold was in use (another process or "
+         "buffers) (asked for 2.0 GiB, 2 OOMs)", "HCCL_BUFFSIZE", "stack"),
+        ("unknown", None, "OOM whose figures do not tell the cause (asked for 2.0 GiB, 2 OOMs)", "", "config"),
+    ],
+)  # fmt: skip
+def test_oom_verdicts_become_one_finding_each(verdict, platform, title, knob, owner) -> None:
+    """One finding per verdict, the advice of the OOM message's own platform (a log without a run has none)."""
+    oom = {"verdict": verdict, "requested_bytes": 2 << 30, "platform": platform, "verdict_reason": "why"}
+    [f] = findings_from_figures(None, {"platform": None, "oom": [oom, dict(oom)]})
+    assert (f.category, f.severity, f.title, f.evidence["owner"], f.evidence["count"]) == (
+        "memory",
+        "high",
+        title,
+        owner,
+        2,
+    )
+    assert knob in f.suggestion and (f.suggestion == "") == (platform is None)

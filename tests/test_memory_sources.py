@@ -230,3 +230,58 @@ def test_kineto_memory_events_of_the_cuda_generator(tmp_path: Path) -> None:
     assert {a["name"]: a["bytes"] for a in s["top_allocators"]} == gt["bytes_by_op"]
     assert s["capacity_from"] == "device_table" and s["device_name"] == match_device("H100 80GB HBM3").name
     assert all("NPU" not in f["suggestion"] for f in s["findings"])
+
+
+@pytest.mark.parametrize(
+    ("lines", "title", "kind"),
+    [
+        (
+            [
+                "(EngineCore_DP0 pid=30023) INFO 11-26 11:43:04 [gpu_worker.py:440] Available KV cache memory: -23.55 GiB",
+            ],
+            "No room for the KV cache — The KV-cache budget is -23.55 GiB: the weights and activations already exceed "
+            "what gpu_memory_utilization allows.",
+            "kv_negative",
+        ),
+        (
+            [
+                "(EngineCore_DP0 pid=30023) ERROR 11-26 11:43:05 [core.py:708] ValueError: To serve at least one "
+                "request with the models's max seq len (32000), (1.1 GiB KV cache is needed, which is larger than the "
+                "available KV cache memory (0.59 GiB). Based on the available memory, the estimated maximum model "
+                "length is 17000.",
+            ],
+            "KV cache too small — One request of max_model_len 32000 needs 1.10 GiB of KV cache; 604.16 MiB is "
+            "available.",
+            "kv_tiny",
+        ),
+    ],
+)
+def test_kv_cache_budget_findings(tmp_path: Path, lines: list[str], title: str, kind: str) -> None:
+    """vLLM's start-up lines (as tests/test_memory_logs.py reads them): the KV verdict becomes a memory finding."""
+    (tmp_path / "vllm.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with Store(tmp_path / "kv.duckdb") as store:
+        ingest_into(store, [tmp_path / "vllm.log"])
+        s = memory_summary(store, log_file="vllm.log")
+    kv = [f for f in s["findings"] if f["evidence"]["kind"] == kind]
+    assert [f["title"] for f in kv] == [title]
+    assert kv[0]["evidence"]["owner"] == "config"
+
+
+def test_memory_settings_the_logs_state(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = (
+        Path(__file__).parent
+        / "fixtures"
+        / "memory_logs"
+        / "i_sglang_npu_oom_alloc_conf_hccl_buffsize_15453.log"
+    )
+    db = tmp_path / "settings.duckdb"
+    with Store(db) as store:
+        ingest_into(store, [log])
+        s = memory_summary(store)
+    assert [(x["setting"], x["value"], x["line"]) for x in s["log_settings"]] == [
+        ("PYTORCH_NPU_ALLOC_CONF", "expandable_segments:True", 4),
+        ("HCCL_BUFFSIZE", "200", 8),
+    ]
+    assert main(["memory", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert f"│ HCCL_BUFFSIZE          │ 200                      │ {log.name}:8 │" in out

@@ -83,6 +83,8 @@ def memory_summary(store: Store, run_id: int | None = None, log_file: str | None
     fig = _figures(store, run_id) if run_id is not None else _empty(None)
     oom, kv = _log_figures(store, run_id, log_file)
     fig["oom"], fig["kv_cache"] = oom, kv
+    # memory settings the logs state (HCCL_BUFFSIZE, npuMemSize, *_ALLOC_CONF, pool init failures)
+    fig["log_settings"] = memory_logs.memory_log_lines(store, run_id=run_id, log_file=log_file)
     _capacity(store, run_id, fig, oom)
     fig["findings"] = [f.to_json() for f in _findings(run_id, fig)]
     return fig
@@ -158,6 +160,7 @@ def _empty(run_id: int | None, platform: str | None = None) -> dict[str, Any]:
         "non_app_modules": [],
         "churn": None,
         "alloc_calls": [],
+        "log_settings": [],
         "device": None,  # set when the run's rows name several devices: the one reported (holding the most)
     }
 

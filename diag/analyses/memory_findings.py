@@ -143,14 +143,10 @@ def _kv(run_id: int | None, fig: dict[str, Any]) -> list[Finding]:
     kv = fig.get("kv_cache")
     if not kv or kv.get("verdict") not in ("negative", "tiny"):
         return []
-    budget = kv.get("kv_cache_bytes")
-    reason = kv.get("verdict_reason") or ""
+    budget, reason = kv.get("kv_cache_bytes"), kv.get("verdict_reason")
+    said = f" ({size_text(budget)})" if budget is not None else ""
     if kv["verdict"] == "negative":
-        title = "No memory left for the KV cache" + (
-            f" (budget {size_text(budget)})" if budget is not None else ""
-        )
-        return [
-            _finding(run_id, "kv_negative", fig, "high", f"{title}: {reason}".rstrip(": "), {"kv_cache": kv})
-        ]
-    title = "KV-cache budget is tiny" + (f" ({size_text(budget)})" if budget is not None else "")
-    return [_finding(run_id, "kv_tiny", fig, "medium", f"{title}: {reason}".rstrip(": "), {"kv_cache": kv})]
+        title = f"No room for the KV cache — {reason}" if reason else f"No room for the KV cache{said}"
+        return [_finding(run_id, "kv_negative", fig, "high", title, {"kv_cache": kv})]
+    title = f"KV cache too small — {reason}" if reason else f"KV cache too small{said}"
+    return [_finding(run_id, "kv_tiny", fig, "medium", title, {"kv_cache": kv})]

@@ -59,7 +59,7 @@ def memory(
         return
     out = console()
     has_memory = summary["peak_reserved_bytes"] is not None or summary["top_allocators"]
-    if not has_memory and not summary["oom"] and not summary["kv_cache"]:
+    if not has_memory and not summary["oom"] and not summary["kv_cache"] and not summary["log_settings"]:
         where = f" for run {summary['run_id']}" if summary["run_id"] is not None else " in this database"
         out.print(escape(NO_MEMORY.format(where=where)))
         return
@@ -190,6 +190,13 @@ def _print_logs(out: Console, s: dict[str, Any]) -> None:
                 *(size_text(o.get(k)) for k in ("reserved_bytes", "free_bytes")),
                 cell(where),
             )
+        out.print(tbl)
+    if s["log_settings"]:
+        tbl = table("setting", "value", "where", title="memory settings the logs state")
+        tails = path_tails(x.get("file") for x in s["log_settings"])
+        for x in s["log_settings"]:
+            where = f"{tails.get(x.get('file') or '', MISSING)}:{x.get('line') or MISSING}"
+            tbl.add_row(cell(x["setting"]), cell(x["value"]), cell(where))
         out.print(tbl)
     kv = s["kv_cache"]
     if kv:
