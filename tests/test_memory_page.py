@@ -174,3 +174,25 @@ def test_log_with_a_negative_kv_budget_shows_the_split(monkeypatch, tmp_path):
     (split,) = (json.loads(c.proto.spec) for c in at.get("plotly_chart"))
     assert [t["name"] for t in split["data"]] == ["model weights", "KV cache"]
     assert split["data"][1]["marker"]["color"] == "#d62728"  # negative: drawn red, to the left
+
+
+def test_generated_run_answer_matches_its_ground_truth(monkeypatch, tmp_path):
+    """The generator's memory files (``--files … memory``): the answer line states its truth's peak, step and op
+    (the text export names no chip, so no capacity: the headroom is not judged rather than guessed)."""
+    from sample_traces.generate import generate
+
+    files = ("kernel_details", "step_trace_time", "memory")  # no trace_view: the figures need none of it
+    truth = generate(tmp_path / "gen", steps=4, layers=1, ranks=1, seed=3, files=files)
+    memory = truth["ranks"]["0"]["memory"]
+    db = tmp_path / "gen.duckdb"
+    with Store(db) as store:
+        ingest_into(store, [tmp_path / "gen"])
+        (start_ns,) = store.cursor().execute("SELECT start_ns FROM runs").fetchone()
+    at = open_page(monkeypatch, db, PAGE)
+    when = (memory["peak_ts_ns"] - start_ns) / 1e6
+    assert _texts(at)[0] == (
+        f"**Peak reserved {memory['peak_reserved_bytes'] / GIB:.2f} GiB at {when:,.1f} ms, step "
+        f"{memory['peak_step']}, during aten::cat — device capacity unknown: headroom not judged; peak allocated "
+        f"{memory['peak_allocated_bytes'] / GIB:.2f} GiB.**"
+    )
+    assert memory["peak_reserved_bytes"] == 59920 << 20 and memory["peak_step"] == 13
