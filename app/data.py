@@ -19,6 +19,8 @@ from diag.analyses import compare as compare_analysis
 from diag.analyses import counts as counts_analysis
 from diag.analyses import cpu_fallback, kernel_summary, log_diagnosis, postmortem_notes, stall_breakdown
 from diag.analyses import findings as findings_analysis
+from diag.analyses import memory as memory_analysis
+from diag.analyses import memory_logs as memory_logs_analysis
 from diag.analyses import postmortem as postmortem_analysis
 from diag.analyses import serving as serving_analysis
 from diag.analyses import timeline as tl_analysis
@@ -97,6 +99,33 @@ def findings(fp: str, run_id: int) -> list[findings_analysis.Finding]:
     return findings_analysis.device_findings(
         store(), run_id, breakdown(fp, run_id)
     ) + log_diagnosis.log_findings(store(), run_id)
+
+
+# -- memory (diag.analyses.memory, diag.analyses.memory_logs): the Memory page --------------------------------------
+@st.cache_data(show_spinner=False, max_entries=32)
+def memory(fp: str, run_id: int | None, log_file: str | None = None) -> dict:
+    """The ``diag memory --json`` object of a run, or of one log file of no run (its OOM figures, KV budget)."""
+    return memory_analysis.memory_summary(store(), run_id=run_id, log_file=log_file)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def memory_timeline(fp: str, run_id: int) -> list[dict]:
+    """Memory over time per series: ts_ns, source, component, allocated / reserved / active bytes (binned)."""
+    return memory_analysis.memory_timeline(store(), run_id)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def memory_steps(fp: str, run_id: int) -> list[dict]:
+    """The step windows (step, start_ns, end_ns) to shade on the memory timeline."""
+    return memory_analysis.memory_steps(store(), run_id)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def oom_log_files(fp: str) -> list[str]:
+    """Log files of no run that hold an OOM record (the Memory page's log-only choice), as ingested."""
+    return sorted(
+        {e["file"] for e in memory_logs_analysis.oom_events(store()) if e["run_id"] is None and e.get("file")}
+    )
 
 
 @st.cache_data(show_spinner=False, max_entries=64)

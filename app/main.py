@@ -27,6 +27,7 @@ PAGES = [
     st.Page("app_pages/02_upload.py", title="Upload", icon=":material/upload:"),
     st.Page("app_pages/03_timeline.py", title="Timeline", icon=":material/timeline:"),
     st.Page("app_pages/04_stalls.py", title="Stalls", icon=":material/stacked_bar_chart:"),
+    st.Page("app_pages/13_memory.py", title="Memory", icon=":material/memory_alt:"),
     st.Page("app_pages/05_fallback.py", title="Fallback ops", icon=":material/memory:"),
     st.Page("app_pages/14_ops.py", title="Ops", icon=":material/functions:"),
     st.Page("app_pages/06_findings.py", title="Findings", icon=":material/troubleshoot:"),
@@ -38,7 +39,8 @@ PAGES = [
     st.Page("app_pages/12_glossary.py", title="Glossary", icon=":material/menu_book:"),
 ]
 
-page = st.navigation(PAGES)
+# expanded: every page stays in the sidebar (past 12 pages Streamlit hides the rest behind "View more")
+page = st.navigation(PAGES, expanded=True)
 try:
     data.store()  # opened once per process; a database another process is writing waits, then says so
 except DiagError as exc:

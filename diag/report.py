@@ -42,9 +42,12 @@ def sections(pm: Postmortem) -> list[tuple[str, list[dict[str, Any]]]]:
     """The report's sections in order: (name, statements as dicts with text and evidence)."""
     rc = [pm.root_cause["statement"]] if pm.root_cause else []
     j = pm.to_json()
+    memory = [("Memory", j["memory"])] if j["memory"] else []  # an OOM incident leads with its memory story
     return [
+        *(memory if pm.memory_oom else []),
         ("What happened", j["what_happened"]),
         ("Impact", j["impact"]),
+        *([] if pm.memory_oom else memory),
         ("Root cause", rc),
         ("Contributing factors", j["contributing"]),
         ("Suggested actions", j["actions"]),

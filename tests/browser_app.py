@@ -40,6 +40,7 @@ PAGE_HEADINGS = [
     ("Upload", "Upload"),
     ("Timeline", "Timeline"),
     ("Stalls", "Stalls"),
+    ("Memory", "Memory"),
     ("Fallback ops", "CPU fallback ops"),
     ("Ops", "Ops"),
     ("Findings", "Findings"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app import data, state, widgets
+from app import data, memory_widgets, state, widgets
 from app.glossary import help_for
 from app.tables import show_table
 from app.text import md_text
@@ -120,6 +120,13 @@ for side, c in (("A", cmp.counts_a), ("B", cmp.counts_b)):
         per_step = "—" if c.kernels_per_step is None else f"{c.kernels_per_step:,.1f}"
         sides[side] += f", {c.device_kernels:,} device kernels, {per_step} kernels per step"
 st.caption(f"A: {sides['A']} · B: {sides['B']}. Op classes: diag/rules/op_classes.csv.")
+mem = memory_widgets.compare_memory_frame(cmp.memory)
+st.subheader("Memory")
+if mem.empty:
+    st.caption("Neither run holds memory records (profile_memory=True); see the Memory page.")
+else:
+    st.caption("Each side against its own device's capacity (diag memory); sizes GiB, headroom %.")
+    show_table(mem, key="cmp_memory")
 serving = data.serving_comparison_for_runs(fp, run_a, run_b)
 if serving:
     st.subheader("Serving figures of the two deployments")

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from diag.analyses import op_classes
+from diag.analyses.compare_memory import memory_block
 from diag.analyses.counts import KernelCounts, kernel_counts, unique_tasks_sql
 from diag.analyses.kernel_summary import (
     KERNEL_SUMMARY,
@@ -81,6 +82,7 @@ class Comparison:
     # device kernels, operator types, kernels per step and duplicate rows of each side (diag.analyses.counts)
     counts_a: KernelCounts | None = None
     counts_b: KernelCounts | None = None
+    memory: dict[str, Any] | None = None  # {"a": {...}, "b": {...}}: diag.analyses.compare_memory
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -298,6 +300,7 @@ def compare(store: Store, run_a: int, run_b: int) -> Comparison:
         losses=bucket_losses(overall),
         counts_a=counts_a,
         counts_b=counts_b,
+        memory=memory_block(store, run_a, run_b),
     )
 
 

@@ -15,6 +15,7 @@ from diag.analyses.findings import Finding
 from diag.analyses.log_diagnosis import RootCause, log_scope
 from diag.analyses.postmortem_device import baseline_story, device_story
 from diag.analyses.postmortem_env import environment
+from diag.analyses.postmortem_memory import job_memory_story, memory_story
 from diag.analyses.postmortem_model import Postmortem, Statement
 from diag.analyses.postmortem_notes import load_notes
 from diag.analyses.postmortem_serving import serving_story
@@ -164,7 +165,18 @@ def build_postmortem(
         store, [r for r in scope_runs if r is not None], baseline_run_id
     )
     pm.impact += [Statement(text, evidence) for text, evidence in said]
+    if pm.job_id is None:
+        pm.memory, pm.memory_oom = memory_story(store, pm.run_id, _episode_files(pm))
+    else:  # each rank's own memory (its device, its logs), the rank named
+        pm.memory, pm.memory_oom = job_memory_story(store, job_runs(store, pm.job_id))
     return pm
+
+
+def _episode_files(pm: Postmortem) -> list[str] | None:
+    """With no run: the log files of the episode covered (its OOM records only), None for every log."""
+    if pm.run_id is not None or pm.episode is None:
+        return None
+    return next((e["files"] for e in pm.episodes if e["episode"] == pm.episode), [])
 
 
 def _build_run(

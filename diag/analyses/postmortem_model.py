@@ -44,6 +44,8 @@ class Postmortem:
     serving_comparison: dict[str, Any] | None = None  # serving figures against the baseline deployment's
     episode: int | None = None  # the log episode covered when no run / job was given (None: every log)
     episodes: list[dict[str, Any]] = field(default_factory=list)  # every log episode of the scope
+    memory: list[Statement] = field(default_factory=list)  # diag.analyses.postmortem_memory
+    memory_oom: bool = False  # the scope holds an OOM record: the memory section leads the report
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

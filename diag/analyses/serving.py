@@ -25,6 +25,7 @@ from typing import Any
 
 import duckdb
 
+from diag.analyses import memory
 from diag.devices import Device, find_devices
 from diag.store import RULES_DIR, Store, q
 
@@ -164,22 +165,21 @@ def serving_runs(
 
 
 def peak_memory(con: duckdb.DuckDBPyConnection | Store, run_ids: list[int]) -> dict[str, Any] | None:
-    """Peak device memory of profile runs from memory_record (APP, else PTA+GE, else any component)."""
-    if not run_ids:
-        return None
-    rows = q(
-        _cursor(con),
-        "SELECT run_id, component, max(greatest(coalesce(reserved_bytes, 0), coalesce(allocated_bytes, 0))) "
-        "FROM memory WHERE source = 'memory_record' AND list_contains(?, run_id) GROUP BY 1, 2",
-        [run_ids],
-    )
+    """Peak reserved device memory of profile runs, from ``diag.analyses.memory``: the process total's series
+    (rules/memory_components.toml — memory_record APP, else nsys CUDA, else the allocator's PTA+GE / PTA /
+    Kineto PyTorch), never a sum of components; with the capacity of the profile's device (the device table)."""
     best: dict[str, Any] | None = None
-    for component in ("APP", "PTA+GE", None):
-        cands = [r for r in rows if component is None or r[1] == component]
-        if cands:
-            run_id, comp, peak = max(cands, key=lambda r: r[2])
-            best = {"run_id": int(run_id), "component": comp, "peak_bytes": int(peak)}
-            break
+    for run_id in run_ids:
+        s = memory.memory_summary(_cursor(con), run_id=run_id)
+        if s["peak_reserved_bytes"] is not None and (
+            best is None or s["peak_reserved_bytes"] > best["peak_bytes"]
+        ):
+            best = {
+                "run_id": int(run_id),
+                "component": (s["reserved_series"] or "").split(":")[-1] or None,
+                "peak_bytes": int(s["peak_reserved_bytes"]),
+                "_capacity": (s["capacity_bytes"], s["capacity_from"]),
+            }
     return best
 
 
@@ -283,17 +283,28 @@ def _failed_check(row: dict[str, Any], rules: dict[str, Any]) -> dict:
 
 
 def _memory_check(con: duckdb.DuckDBPyConnection, row: dict[str, Any], rules: dict[str, Any]) -> dict:
+    """Peak reserved against the capacity: the thresholds' override, else the profiled device's (the device table,
+    as ``diag memory`` has it), else the hardware the serving file or its path names."""
     limit = float(rules.get("memory", {}).get("max_used_pct", 90.0))
     peak = peak_memory(con, row["linked_runs"])
     if peak is None:
         return _check("memory", None, limit, "%", detail="no profile of this deployment with memory records")
-    if not row["capacity_gib"]:
+    profile_bytes, profile_from = peak.pop("_capacity")
+    if row["capacity_gib"] and (row["capacity_from"] == "thresholds" or not profile_bytes):
+        capacity, origin = row["capacity_gib"] * GIB, row["capacity_from"]
+    elif profile_bytes:  # the profiled device's own capacity, as diag memory judges its headroom
+        capacity, origin = profile_bytes, f"profile {profile_from}"
+    else:
         return _check(
             "memory", None, limit, "%", detail="device capacity unknown (set memory.capacity_gib)", peak=peak
         )
-    used = 100 * peak["peak_bytes"] / (row["capacity_gib"] * GIB)
-    detail = f"{peak['peak_bytes'] / GIB:.2f} GiB ({peak['component']}, run {peak['run_id']}) of {row['capacity_gib']:g} GiB"
-    return _check("memory", used, limit, "%", detail=detail, peak=peak)
+    used = 100 * peak["peak_bytes"] / capacity
+    detail = (
+        f"{peak['peak_bytes'] / GIB:.2f} GiB reserved ({peak['component']}, run {peak['run_id']}) of "
+        f"{capacity / GIB:g} GiB"
+    )
+    return _check("memory", used, limit, "%", detail=detail, peak=peak, capacity_bytes=int(capacity),
+                  capacity_from=origin)  # fmt: skip
 
 
 def _name_missing(row: dict[str, Any], checks: list[dict[str, Any]]) -> None:

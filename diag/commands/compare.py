@@ -8,8 +8,9 @@ import typer
 
 from diag.analyses.compare import Comparison
 from diag.analyses.compare import compare as compare_runs
+from diag.analyses.compare_memory import has_memory, memory_rows
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
-from diag.commands._format import cell, escape, fmt_count, fmt_ms, fmt_ratio, table
+from diag.commands._format import cell, escape, fmt_count, fmt_ms, fmt_num, fmt_ratio, table
 from diag.errors import DiagError
 from diag.store import Store
 
@@ -71,6 +72,18 @@ def _print(result: Comparison) -> None:
             f"biggest loss: {escape(loss['label'])} {fmt_ms(loss['delta_per_step_ms'], signed=True)} ms/step "
             f"({fmt_ms(loss['per_step_a_ms'])} vs {fmt_ms(loss['per_step_b_ms'])} ms)"
         )
+    _print_memory(result)
+
+
+def _print_memory(result: Comparison) -> None:
+    """Memory of both sides (diag.analyses.compare_memory), when either has a figure."""
+    if not has_memory(result.memory):
+        return
+    tbl = table("memory", "A", "B", title="device memory, same definitions (diag memory)")
+    for label, a, b in memory_rows(result.memory):
+        digits = 1 if label.endswith("(%)") else 2
+        tbl.add_row(cell(label), fmt_num(a, digits=digits), fmt_num(b, digits=digits))
+    console().print(tbl)
 
 
 def _ns_to_ms(ns: float | None) -> float | None:
