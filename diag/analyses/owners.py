@@ -67,18 +67,24 @@ def _matches(
     return "evidence" not in rule or _evidence_matches(rule["evidence"], evidence)
 
 
+def matching_rule(
+    kind: str, category: str, evidence: dict[str, Any] | None = None, codes: Iterable[str] = ()
+) -> int | None:
+    """The position of the first rule of ``kind`` that matches the category, codes and evidence."""
+    ev, cs = evidence or {}, [str(c) for c in codes if c]
+    return next((i for i, r in enumerate(owner_rules()["rule"]) if _matches(r, kind, category, ev, cs)), None)
+
+
 def resolve(
     kind: str, category: str, evidence: dict[str, Any] | None = None, codes: Iterable[str] = ()
 ) -> Owner:
-    """The first rule of ``kind`` that matches the category, codes and evidence."""
-    ev, cs = evidence or {}, [str(c) for c in codes if c]
-    for rule in owner_rules()["rule"]:
-        if _matches(rule, kind, category, ev, cs):
-            steps = [{"owner": o, "step": s} for o, s in rule["steps"]]
-            return Owner(
-                steps[0]["owner"] if steps else None, rule["reason"], steps if len(steps) > 1 else []
-            )
-    return Owner(None, "")
+    """The owner, reason and steps of the first matching rule."""
+    i = matching_rule(kind, category, evidence, codes)
+    if i is None:
+        return Owner(None, "")
+    rule = owner_rules()["rule"][i]
+    steps = [{"owner": o, "step": s} for o, s in rule["steps"]]
+    return Owner(steps[0]["owner"] if steps else None, rule["reason"], steps if len(steps) > 1 else [])
 
 
 def _code_values(codes: Iterable[Any]) -> list[str]:
