@@ -13,7 +13,8 @@ from diag.store import Store
 from tests.conftest import FIXTURES, SAMPLES, ingest_into
 
 RANK0 = next((SAMPLES / "generated" / "llm_decode_tp2").glob("rank0_*_ascend_pt"), None)
-DEVICE_EXCEPTION_LOG = FIXTURES / "bugreport" / "plog_aicpu_exception_507018.log"  # corpus 051, see its README
+# corpus 051 (tests/fixtures/bugreport/README.md)
+DEVICE_EXCEPTION_LOG = FIXTURES / "bugreport" / "plog_aicpu_exception_507018.log"
 INCIDENT_LOG = SAMPLES / "incident" / "rank0_1716292_20250115093320983_ascend_pt" / "log"
 HOST, IP, USER = "worker-17.corp.example", "10.20.30.40", "alice"
 PRIVATE_ENV = {
