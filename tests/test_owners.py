@@ -19,9 +19,8 @@ from tests.conftest import FIXTURES, SAMPLES, ingest_into
 
 RANK0 = next((SAMPLES / "generated" / "llm_decode_tp2").glob("rank0_*_ascend_pt"), None)
 INCIDENT_LOG = SAMPLES / "incident" / "rank0_1716292_20250115093320983_ascend_pt" / "log"
-DEVICE_EXCEPTION_LOG = (
-    FIXTURES / "bugreport" / "plog_aicpu_exception_507018.log"
-)  # corpus 051, see its README
+# corpus 051 (tests/fixtures/bugreport/README.md)
+DEVICE_EXCEPTION_LOG = FIXTURES / "bugreport" / "plog_aicpu_exception_507018.log"
 
 # (kind, category, evidence, codes) → (owner, the owners of its steps in order, a phrase of its reason)
 CASES = [
