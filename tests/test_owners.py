@@ -27,6 +27,7 @@ CASES = [
     ("log", "device_exception", {}, ["507054"], "hardware", [], "multi-bit ECC"),  # HBM multi-bit ECC
     ("log", "abort", {}, ["CUDA:cudaErrorECCUncorrectable"], "hardware", [], "hardware fault"),
     ("log", "hccl_timeout", {}, ["EJ0002"], "hardware", ["hardware", "config"], "port down"),
+    ("log", "hccl_timeout", {}, ["HCCL:11", "HCCL:19"], "config", ["config", "hardware"], "could not be set up"),
     ("log", "device_exception", {}, ["507015", "EZ9999"], "code", ["code", "vendor"], "out-of-range input"),
     ("log", "oom", {}, ["EL0004"], "config", ["config", "code"], "settings change it first"),
     ("log", "op_unsupported", {}, ["EZ3003"], "code", ["code", "stack"], "no kernel for these inputs"),
@@ -205,3 +206,32 @@ def test_markdown_report_and_findings_page_group_by_owner(sample_db, capsys, mon
     assert any(
         c.startswith("Every kernel ran in dynamic-shape state") for c in captions
     )  # its owner's reason
+
+
+# real logs of the corpus (shared/corpus/cann_logs, INDEX.md) → the owner of their root cause (role ``cause``)
+CORPUS_OWNERS = {
+    "003_fftsplus_aivector_507015_vllm_ascend_5661.log": ("device_exception", "code"),
+    "006_oom_vllm_ascend_19.log": ("oom", "config"),
+    "021_hccp_rdma_init_port_down_ej0002_vllm_ascend_1815.log": ("hccl_timeout", "config"),
+    "028_version_atb_undefined_symbol_cann850_ascend_pytorch_99.log": ("version_mismatch", "stack"),
+    "038_hccl_ei0013_roce_cqe_hicann_hccl.log": ("hccl_timeout", "hardware"),
+}
+
+
+def test_real_corpus_logs_get_their_owner(corpus, tmp_path, capsys):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for name in CORPUS_OWNERS:
+        shutil.copy(corpus / "cann_logs" / name, logs / name)
+    db = tmp_path / "corpus.duckdb"
+    with Store(db) as store:
+        ingest_into(store, [logs])
+    causes = _cli_json(capsys, "logs", "--db", str(db), "--all-episodes", "--json")["root_causes"]
+    got: dict[str, set] = {}
+    for c in causes:
+        if c["role"] == "cause":
+            got.setdefault(Path(c["files"][0]).name, set()).add((c["category"], c["owner"]))
+    assert {name: pairs & {CORPUS_OWNERS[name]} for name, pairs in got.items()} == {
+        name: {pair} for name, pair in CORPUS_OWNERS.items()
+    }
+    assert all(c["owner"] != "vendor" for c in causes)  # nothing in these logs shows a stack defect
