@@ -59,6 +59,11 @@ def action_groups(items: list[dict[str, Any]]) -> list[tuple[str, list[dict[str,
     return [(h, g) for _, h, g in owners.group(items[:MAX_ROWS], lambda st: st.get("owner"))]
 
 
+def steps_text(st: dict[str, Any]) -> str:
+    """An action's owner steps in the order to try them: ``cast to int32 (code) → a later CANN (stack)``."""
+    return " → ".join(f"{s['step']} ({s['owner']})" for s in st.get("owner_steps") or [])
+
+
 def title(pm: Postmortem) -> str:
     return (pm.notes or {}).get("title") or pm.title
 
@@ -95,6 +100,7 @@ def to_markdown(pm: Postmortem) -> str:
             out += [f"### {heading}", ""] if heading else []
             for st in group:
                 out += [f"- {md_escape(st['text'])}"]
+                out += [f"  _In this order: {md_escape(order)}_"] if (order := steps_text(st)) else []
                 out += md_evidence(evidence_blocks(st.get("evidence") or {}, when))
             out += [""] if heading else []
         if len(items) > MAX_ROWS:
@@ -287,6 +293,11 @@ def to_html(pm: Postmortem) -> str:
             out.append("<ul>")
             for st in group:
                 out.append(f"<li>{_e(st['text'])}")
+                out += (
+                    [f'<br><span class="muted">In this order: {_e(order)}</span>']
+                    if (order := steps_text(st))
+                    else []
+                )
                 out += html_evidence(evidence_blocks(st.get("evidence") or {}, when))
                 out.append("</li>")
             out.append("</ul>")

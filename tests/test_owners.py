@@ -108,7 +108,12 @@ def test_report_groups_actions_by_owner_in_the_rules_order():
     for text, owner in [("swap the card", "hardware"), ("cast to int32", "code"), ("read more", None),
                         ("raise HCCL_EXEC_TIMEOUT", "config"), ("install CANN 8.1", "stack")]:  # fmt: skip
         pm.actions.append(Statement(text, {}, owner))
+    pm.actions[1].owner_steps = [
+        {"owner": "code", "step": "cast now"},
+        {"owner": "stack", "step": "a later CANN"},
+    ]
     md = to_markdown(pm)
+    assert "- cast to int32\n  _In this order: cast now \\(code\\) → a later CANN \\(stack\\)_" in md
     section = md[md.index("## Suggested actions") : md.index("## Environment")]
     lines = [x for x in section.splitlines() if x.startswith(("###", "- "))]
     assert lines == [
@@ -117,6 +122,10 @@ def test_report_groups_actions_by_owner_in_the_rules_order():
         "### Owner not known", "- read more",
     ]  # fmt: skip
     page = to_html(pm)
+    assert (
+        '<li>cast to int32\n<br><span class="muted">In this order: cast now (code) → a later CANN (stack)</span>'
+        in page
+    )
     order = [page.index(f"<h3>{h}</h3>") for h in ("Change the code", "Change a setting", "Hardware")]
     assert order == sorted(order) and "Report to the vendor" not in page
 
