@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from diag.analyses import owners
 from diag.analyses.evidence_view import MISSING, RunClock, evidence_blocks
 from diag.analyses.postmortem import Postmortem
 from diag.analyses.postmortem_serving import check_text
@@ -18,6 +19,7 @@ from diag.report_blocks import html_evidence, html_table, md_escape, md_evidence
 __all__ = ["md_escape", "md_fence", "render", "to_html", "to_json", "to_markdown"]
 
 MAX_ROWS = 20  # rows per table / statements per section
+ACTIONS = "Suggested actions"  # the section grouped by owner (rules/owners.toml)
 
 
 def clock(pm: Postmortem) -> RunClock:
@@ -50,8 +52,19 @@ def sections(pm: Postmortem) -> list[tuple[str, list[dict[str, Any]]]]:
         *([] if pm.memory_oom else memory),
         ("Root cause", rc),
         ("Contributing factors", j["contributing"]),
-        ("Suggested actions", j["actions"]),
+        (ACTIONS, j["actions"]),
     ]
+
+
+def action_groups(items: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """Suggested actions under their owner's heading ("Change the code", "Change a setting"…), in the order of
+    rules/owners.toml; the first MAX_ROWS actions only."""
+    return [(h, g) for _, h, g in owners.group(items[:MAX_ROWS], lambda st: st.get("owner"))]
+
+
+def steps_text(st: dict[str, Any]) -> str:
+    """An action's owner steps in the order to try them: ``cast to int32 (code) → a later CANN (stack)``."""
+    return " → ".join(f"{s['step']} ({s['owner']})" for s in st.get("owner_steps") or [])
 
 
 def title(pm: Postmortem) -> str:
@@ -85,9 +98,14 @@ def to_markdown(pm: Postmortem) -> str:
         out += [f"## {name}", ""]
         if not items:
             out += ["_Nothing in the data._", ""]
-        for st in items[:MAX_ROWS]:
-            out += [f"- {md_escape(st['text'])}"]
-            out += md_evidence(evidence_blocks(st.get("evidence") or {}, when))
+        grouped = action_groups(items) if name == ACTIONS else [("", items[:MAX_ROWS])]
+        for heading, group in grouped:
+            out += [f"### {heading}", ""] if heading else []
+            for st in group:
+                out += [f"- {md_escape(st['text'])}"]
+                out += [f"  _In this order: {md_escape(order)}_"] if (order := steps_text(st)) else []
+                out += md_evidence(evidence_blocks(st.get("evidence") or {}, when))
+            out += [""] if heading else []
         if len(items) > MAX_ROWS:
             out += [f"- … {len(items) - MAX_ROWS} more (see the JSON report)"]
         out += [""]
@@ -272,14 +290,22 @@ def to_html(pm: Postmortem) -> str:
         if not items:
             out.append('<p class="muted">Nothing in the data.</p>')
             continue
-        out.append("<ul>")
-        for st in items[:MAX_ROWS]:
-            out.append(f"<li>{_e(st['text'])}")
-            out += html_evidence(evidence_blocks(st.get("evidence") or {}, when))
-            out.append("</li>")
+        grouped = action_groups(items) if name == ACTIONS else [("", items[:MAX_ROWS])]
+        for heading, group in grouped:
+            out += [f"<h3>{_e(heading)}</h3>"] if heading else []
+            out.append("<ul>")
+            for st in group:
+                out.append(f"<li>{_e(st['text'])}")
+                out += (
+                    [f'<br><span class="muted">In this order: {_e(order)}</span>']
+                    if (order := steps_text(st))
+                    else []
+                )
+                out += html_evidence(evidence_blocks(st.get("evidence") or {}, when))
+                out.append("</li>")
+            out.append("</ul>")
         if len(items) > MAX_ROWS:
-            out.append(f"<li>… {len(items) - MAX_ROWS} more (see the JSON report)</li>")
-        out.append("</ul>")
+            out.append(f"<p>… {len(items) - MAX_ROWS} more (see the JSON report)</p>")
     if pm.chart:
         out += ["<h2>Device time by bucket</h2>", _svg_chart(pm.chart)]
     if pm.comparison:

@@ -7,6 +7,7 @@ import streamlit as st
 from app import data, evidence
 from app.app_pages import run_picker
 from app.text import md_text
+from diag.analyses import owners
 from diag.analyses.evidence_view import finding_blocks
 
 SEVERITY = {
@@ -28,14 +29,20 @@ if not items:
 st.caption(
     f"{len(items)} finding(s), ranked by impact on the run's device time. Severity: ≥5% high, ≥3% medium."
 )
-for i, f in enumerate(items):
-    with st.container(border=True):
-        st.markdown(
-            f"{SEVERITY.get(f.severity, f.severity)} **{md_text(f.title)}**  \n"
-            f"impact {f.impact_pct:.2f}% · {f.impact_ns / 1e6:,.3f} ms · {md_text(f.category)}"
-        )
-        st.markdown(md_text(f.suggestion))
-        blocks = finding_blocks(f.evidence, f.start_ns, f.end_ns, clock, f.category)
-        if blocks:
-            with st.expander("evidence"):
-                evidence.show(blocks, clock, key=f"finding_{i}")
+for _, heading, group in owners.group(enumerate(items), lambda it: it[1].resolved_owner()):
+    st.subheader(heading)  # who acts: rules/owners.toml, in its order; ranked by impact within
+    for i, f in group:
+        who = owners.of_finding(f)
+        with st.container(border=True):
+            st.markdown(
+                f"{SEVERITY.get(f.severity, f.severity)} **{md_text(f.title)}**  \n"
+                f"impact {f.impact_pct:.2f}% · {f.impact_ns / 1e6:,.3f} ms · {md_text(f.category)}"
+            )
+            st.markdown(md_text(f.suggestion))
+            if who.reason:
+                steps = " → ".join(f"{s['step']} ({s['owner']})" for s in who.steps)
+                st.caption(md_text(f"{who.reason} {steps}".strip()))
+            blocks = finding_blocks(f.evidence, f.start_ns, f.end_ns, clock, f.category)
+            if blocks:
+                with st.expander("evidence"):
+                    evidence.show(blocks, clock, key=f"finding_{i}")

@@ -82,8 +82,14 @@ def _report(pm: Postmortem) -> None:
         st.subheader(name)
         if not items:
             st.caption("Nothing in the data.")
-        for i, stmt in enumerate(items[: report.MAX_ROWS]):
-            _statement(stmt, clock, key=f"pm_{n}_{i}")
+        grouped = report.action_groups(items) if name == report.ACTIONS else [("", items[: report.MAX_ROWS])]
+        for g, (heading, group) in enumerate(grouped):
+            if heading:
+                st.markdown(
+                    f"**{md_escape(heading)}**"
+                )  # the owner: code, a setting, the stack, vendor, hardware
+            for i, stmt in enumerate(group):
+                _statement(stmt, clock, key=f"pm_{n}_{g}_{i}")
         if len(items) > report.MAX_ROWS:
             st.caption(f"… {len(items) - report.MAX_ROWS} more (see the JSON report)")
     if pm.chart:

@@ -12,6 +12,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from diag.analyses import owners
 from diag.analyses.findings import Finding, thresholds
 from diag.grouping import is_multi_rank, job_grouping, rank_or_run
 from diag.store import Store, q
@@ -27,9 +28,12 @@ class ClusterFinding:
     rank: int | None
     evidence: dict[str, Any] = field(default_factory=dict)
     suggestion: str = ""
+    owner: str | None = None  # code | config | stack | vendor | hardware; None: from rules/owners.toml
+    owner_reason: str = ""
+    owner_steps: list[dict[str, str]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return owners.attach(asdict(self), lambda: owners.for_finding(self.category, self.evidence))
 
 
 @dataclass

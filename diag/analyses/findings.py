@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from diag.analyses import owners
 from diag.analyses.advice import advice
 from diag.analyses.counts import KERNEL_FILTER, OP_TYPE_SQL, kernel_counts, unique_tasks_sql
 from diag.analyses.cpu_fallback import FallbackOp, device_fallbacks, host_fallbacks
@@ -39,9 +40,16 @@ class Finding:
     suggestion: str = ""
     start_ns: int | None = None  # where to look on the timeline
     end_ns: int | None = None
+    owner: str | None = None  # code | config | stack | vendor | hardware; None: from rules/owners.toml
+    owner_reason: str = ""
+    owner_steps: list[dict[str, str]] = field(default_factory=list)  # [{owner, step}] in the order to try
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return owners.attach(asdict(self), lambda: owners.for_finding(self.category, self.evidence))
+
+    def resolved_owner(self) -> str | None:
+        """Its own owner, else the rules' (what the pages group by)."""
+        return owners.of_finding(self).owner
 
 
 def _severity(pct: float, t: dict[str, Any]) -> str:

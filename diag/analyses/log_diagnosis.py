@@ -29,7 +29,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from diag.analyses import log_episodes
+from diag.analyses import log_episodes, owners
 from diag.analyses.error_codes import describe_code, error_codes  # noqa: F401  (error_codes: re-exported)
 from diag.analyses.findings import Finding
 from diag.analyses.log_episodes import (
@@ -115,9 +115,12 @@ class RootCause:
     figures: dict[str, Any] = field(default_factory=dict)  # numbers its first record with figures states
     advice: list[str] = field(default_factory=list)  # what those figures say (OOM: request, free, reserved…)
     key_line: str = ""  # the part of its lead record that its rule matched (the op / code it is about)
+    owner: str | None = None  # code | config | stack | vendor | hardware; None: from rules/owners.toml
+    owner_reason: str = ""
+    owner_steps: list[dict[str, str]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return owners.attach(asdict(self), lambda: owners.for_log(self.category, self.codes))
 
 
 def _rule_table() -> list[tuple[str, int, int, int]]:
@@ -229,7 +232,8 @@ def episodes(store: Store, run_id: int | None = None, job_id: int | None = None)
         rc = top.get(ep.episode)
         if rc is not None:
             ep.root_cause = {"rank": rc.rank, "category": rc.category, "title": rc.title,
-                             "severity": rc.severity, "role": rc.role}  # fmt: skip
+                             "severity": rc.severity, "role": rc.role,
+                             **owners.for_log(rc.category, rc.codes).fields()}  # fmt: skip
             ep.incident = rc.severity in ("high", "medium")
     return eps
 

@@ -11,6 +11,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
+from diag.analyses import owners
 from diag.analyses.findings import Finding
 from diag.analyses.log_diagnosis import RootCause, log_scope
 from diag.analyses.postmortem_device import baseline_story, device_story
@@ -244,6 +245,11 @@ def lost_statement(f: Finding) -> Statement:
     return st
 
 
+def _action(text: str, source: str, owner: owners.Owner) -> Statement:
+    """A suggested action with its owner (rules/owners.toml): what the report groups it under."""
+    return Statement(text, {"from": source}, owner.owner, owner.reason, owner.steps)
+
+
 def conclude(
     pm: Postmortem,
     lead: RootCause | None,
@@ -267,9 +273,16 @@ def conclude(
             "severity": lead.severity,
             "explanation": lead.explanation,
             "statement": asdict(st),
+            **owners.for_log(lead.category, lead.codes).fields(),
         }
         if lead.fix:
-            pm.actions.append(Statement(lead.fix, {"from": f"log rule {', '.join(lead.rule_ids)}"}))
+            pm.actions.append(
+                _action(
+                    lead.fix,
+                    f"log rule {', '.join(lead.rule_ids)}",
+                    owners.for_log(lead.category, lead.codes),
+                )
+            )
     elif ranked:
         f = ranked[0]
         pm.root_cause = {
@@ -279,6 +292,7 @@ def conclude(
             "severity": f.severity,
             "explanation": "",
             "statement": asdict(_finding_statement(f)),
+            **owners.of_finding(f).fields(),
         }
     elif pm.comparison and pm.comparison["top_losses"]:
         c = pm.comparison["top_losses"][0]
@@ -289,6 +303,7 @@ def conclude(
             "severity": "medium",
             "explanation": "",
             "statement": asdict(Statement(f"{c['delta_per_step_ms']:.3f} ms lost per step", {"figures": c})),
+            **owners.resolve("finding", f"op_class:{c['op_class']}").fields(),
         }
     for rc in serious:
         if rc is not lead:
@@ -304,11 +319,13 @@ def conclude(
     for f in ([root_finding] if root_finding else []) + [f for f in findings if f is not root_finding]:
         if f.suggestion and f.suggestion not in seen and f.category != "top_ops":
             seen.add(f.suggestion)
-            pm.actions.append(Statement(f.suggestion, {"from": f"finding: {f.title}"}))
+            pm.actions.append(_action(f.suggestion, f"finding: {f.title}", owners.of_finding(f)))
     for rc in serious:
         if rc.fix and rc.fix not in seen:
             seen.add(rc.fix)
-            pm.actions.append(Statement(rc.fix, {"from": f"log rule {', '.join(rc.rule_ids)}"}))
+            pm.actions.append(
+                _action(rc.fix, f"log rule {', '.join(rc.rule_ids)}", owners.for_log(rc.category, rc.codes))
+            )
     rc_title = pm.root_cause["title"] if pm.root_cause else None
     pm.title = f"Postmortem: {rc_title or 'no root cause found'} — {pm.scope}"
     pm.summary = (

@@ -10,6 +10,9 @@ from typing import Any
 class Statement:
     text: str
     evidence: dict[str, Any] = field(default_factory=dict)  # log_lines, ops, time_range_ns, figures
+    owner: str | None = None  # actions: code | config | stack | vendor | hardware (rules/owners.toml)
+    owner_reason: str = ""
+    owner_steps: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass

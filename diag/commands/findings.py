@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from diag.analyses import owners
 from diag.analyses.counts import KernelCounts, kernel_counts
 from diag.analyses.findings import device_findings
 from diag.analyses.log_diagnosis import log_findings
@@ -68,13 +69,25 @@ def findings(db: DbOption = DEFAULT, run: RunOption = None, as_json: JsonOption 
     for rid, fs in result.items():
         where = f"run {rid} · {tails.get(sources.get(rid) or '', MISSING)}" if rid is not None else "logs"
         tbl = table(
-            "severity", "impact", "category", "finding", "suggestion", title=escape(where), show_lines=True
+            "severity",
+            "impact",
+            "category",
+            "owner",
+            "finding",
+            "suggestion",
+            title=escape(where),
+            show_lines=True,
         )
         for f in fs:
             # a log, memory or environment finding has no share of device time: its 0.0 is "not measured", not "none"
             impact = None if f.category.startswith("log:") or f.category in NOT_DEVICE_TIME else f.impact_pct
             tbl.add_row(
-                cell(f.severity), fmt_pct(impact), cell(f.category), cell(f.title), cell(f.suggestion)
+                cell(f.severity),
+                fmt_pct(impact),
+                cell(f.category),
+                cell(owners.of_finding(f).owner),
+                cell(f.title),
+                cell(f.suggestion),
             )
         out.print(tbl)
     print_failed(out, failed, "findings")
