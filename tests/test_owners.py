@@ -51,6 +51,7 @@ CASES = [
     ("finding", "recompile", {"dynamic_ops": 172}, [], "config", ["config", "code"], "dynamic-shape state"),
     ("finding", "recompile", {"compile_calls": 40}, [], "config", ["config", "code"], "compiled during"),
     ("finding", "top_ops", {}, [], "code", [], "model's own work"),
+    ("finding", "utilization", {}, [], "config", ["config", "code"], "starved of work"),
     ("finding", "slow_rank", {}, [], "code", ["code", "hardware"], "slower than its peers"),
     ("finding", "imbalance", {}, [], "config", ["config", "code"], "parallel layout"),
     ("finding", "slow_link", {}, [], "hardware", ["hardware", "config"], "the link itself"),
@@ -89,6 +90,17 @@ def test_every_log_category_but_the_unplaced_ones_has_its_own_rule():
     )
     unplaced = {c for c in categories if owners.matching_rule("log", c) == catch_all}
     assert unplaced == {"abort", "error_wrapper", "unclassified_error", "info_noise"}
+
+
+def test_an_owner_named_in_the_evidence_by_the_rule_that_made_the_finding_is_kept():
+    # memory (rules/memory_advice.toml) and environment (the version matrix / env_checks.toml) findings name
+    # their owner in the evidence: the category alone has no rule
+    env = Finding(1, "environment", "high", "t", 0.0, 0, {"owner": "stack"}).to_json()
+    assert (env["owner"], env["owner_reason"]) == ("stack", "named by the environment rule that made it")
+    mem = Finding(1, "memory", "high", "t", 0.0, 0, {"owner": "config", "owner_reason": "Lower the limit."})
+    assert (mem.to_json()["owner"], mem.to_json()["owner_reason"], mem.resolved_owner()) == (
+        "config", "Lower the limit.", "config")  # fmt: skip
+    assert Finding(1, "memory", "high", "t", 0.0, 0, {"owner": "nobody"}).to_json()["owner"] is None
 
 
 def test_a_finding_keeps_its_own_owner_and_gets_the_rules_otherwise():
@@ -167,7 +179,7 @@ def test_owner_in_every_json_finding_root_cause_and_action(sample_db, capsys):
     found = _cli_json(capsys, "findings", *db, "--json")["findings"]
     by_category = dict(zip([f["category"] for f in found], _owned(found), strict=True))
     assert by_category == {"idle": "code", "cpu_fallback": "code", "communication": "code", "data_movement": "code",
-                           "host_sync": "code", "recompile": "config", "top_ops": "code",
+                           "host_sync": "code", "recompile": "config", "top_ops": "code", "environment": "stack",
                            "log:aicpu_fallback": "code", "log:device_exception": "code",
                            "log:error_wrapper": None, "log:unclassified_error": None}  # fmt: skip
     logs = _cli_json(capsys, "logs", *db, "--all-episodes", "--json")

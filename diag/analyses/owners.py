@@ -99,6 +99,13 @@ def for_log(category: str, codes: Iterable[Any] = ()) -> Owner:
 def for_finding(category: str, evidence: dict[str, Any] | None = None) -> Owner:
     if category.startswith("log:"):
         return for_log(category[4:], (evidence or {}).get("codes") or [])
+    own = (evidence or {}).get("owner")
+    if own in VALUES:
+        # The rule that made the finding names who acts (rules/memory_advice.toml, env_checks.toml, the version
+        # matrix, moe_advice.toml): it knows more than the category does.
+        return Owner(
+            own, str((evidence or {}).get("owner_reason") or f"named by the {category} rule that made it")
+        )
     return resolve("finding", category, evidence)
 
 
