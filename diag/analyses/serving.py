@@ -8,8 +8,9 @@ holds the run — the folder of the ``*_ascend_pt`` folders, or of a CUDA trace/
 compared as resolved on disk when the ingest recorded it (``files.scope`` against ``jobs.job_key``), else as
 the paths were given to ``diag ingest``.  A caller may also name the profile explicitly (``profile_run``).
 
-Platform, hardware and device memory: as stated in the file, else from the device table of the rules matched
-against the file's path (``…/ascend_910b3_…txt``), else from a linked profile (its platform, device name).
+Platform, hardware and device memory: as stated in the file, else from the device table
+(``diag/rules/devices.toml`` through ``diag.devices``) matched against the file's path (``…/ascend_910b3_…txt``),
+else from a linked profile (its platform, device name). Capacity is the device's nominal size (its datasheet GB).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 
 import duckdb
 
+from diag.devices import Device, find_devices
 from diag.store import RULES_DIR, Store, q
 
 THRESHOLDS_PATH = RULES_DIR / "serving_thresholds.toml"
@@ -60,15 +62,9 @@ def _word(pattern: str) -> re.Pattern[str]:
     return re.compile(rf"(?<![a-z0-9])(?:\d+x)?(?:{pattern})(?![a-z0-9])")
 
 
-def match_devices(text: str | None, rules: dict[str, Any]) -> list[dict[str, Any]]:
-    """Devices of the rules' table named in ``text`` (distinct names, table order)."""
-    if not text:
-        return []
-    low, found = text.lower(), []
-    for dev in rules.get("devices", []):
-        if _word(dev["pattern"]).search(low) and dev["name"] not in [d["name"] for d in found]:
-            found.append(dev)
-    return found
+def match_devices(text: str | None, rules: dict[str, Any] | None = None) -> list[Device]:
+    """Devices of the device table named in ``text`` (distinct, in the order the text names them)."""
+    return find_devices(text)
 
 
 def _platform_of(text: str, rules: dict[str, Any]) -> str | None:
@@ -84,10 +80,10 @@ def _resolve_hardware(row: dict[str, Any], linked: list[dict[str, Any]], rules: 
     for origin, text in sources:
         devices = match_devices(text, rules)
         if devices:
-            row["hardware"] = row.get("hardware") or " or ".join(d["name"] for d in devices)
+            row["hardware"] = row.get("hardware") or " or ".join(d.name for d in devices)
             row["hardware_from"] = origin
-            row["capacity_gib"] = devices[0]["memory_gib"] if len(devices) == 1 else None
-            platforms = {d["platform"] for d in devices}
+            row["capacity_gib"] = devices[0].nominal_gib if len(devices) == 1 else None
+            platforms = {d.platform for d in devices}
             row["platform"] = row.get("platform") or (platforms.pop() if len(platforms) == 1 else None)
             break
     else:
