@@ -10,6 +10,7 @@ import typer
 from diag import __version__
 from diag.commands import COMMANDS
 from diag.commands import ops as ops_command
+from diag.commands import scaling as scaling_command
 from diag.commands._format import CONTROL_CHARS
 from diag.errors import DiagError
 
@@ -41,6 +42,7 @@ def _root(
 for command in COMMANDS:
     command.register(app)
 ops_command.register(app)  # diag ops (#20)
+scaling_command.register(app)  # diag scaling (#20)
 
 
 def main(argv: list[str] | None = None) -> int:

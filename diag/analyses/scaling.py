@@ -42,10 +42,10 @@ from diag.store import Store
 THRESHOLDS = Path(__file__).resolve().parent.parent / "rules" / "thresholds.toml"
 GROUPS = {  # group → (what a person reads, the length's unit)
     "attention_prefill": ("attention prefill", "tokens"),
-    "attention_decode": ("attention decode", "KV length"),
+    "attention_decode": ("attention decode", "KV tokens"),
     "matmul": ("matmul", "tokens"),
     "step_prefill": ("whole step (prefill)", "tokens"),
-    "step_decode": ("whole step (decode)", "KV length"),
+    "step_decode": ("whole step (decode)", "KV tokens"),
 }
 QUERY_DIMS = ("query_seq", "batch_or_tokens")  # the prefill length, in this order of preference
 # Kineto "Input Dims" ([[1, 4096, 3584], [4608, 3584], []]) as kernel_details writes shapes (1,4096,3584;4608,3584;)
@@ -132,8 +132,8 @@ def _points_sql(cte: str) -> str:
         GROUP BY grp, length ORDER BY grp, length"""
 
 
-def points(store: Store, run_id: int) -> dict[str, list[tuple[int, float]]]:
-    """Per group, (length, mean time per step in ns) by ascending length."""
+def points(store: Store, run_id: int) -> dict[str, list[tuple[int, float, int]]]:
+    """Per group, (length, mean time per step in ns, steps) by ascending length."""
     table, platform = figures_table(store, run_id), platform_of(store, run_id)
     cte = _device_sql(table, platform)
     lens = _length_map(store, run_id, cte)
@@ -144,17 +144,17 @@ def points(store: Store, run_id: int) -> dict[str, list[tuple[int, float]]]:
         "dims": lens["dim"],
         "vals": lens["value"],
     }
-    out: dict[str, list[tuple[int, float]]] = {}
+    out: dict[str, list[tuple[int, float, int]]] = {}
     if lens["op"]:
-        for grp, length, t, _ in store.cursor().execute(_points_sql(cte), params).fetchall():
-            out.setdefault(grp, []).append((int(length), float(t)))
+        for grp, length, t, n in store.cursor().execute(_points_sql(cte), params).fetchall():
+            out.setdefault(grp, []).append((int(length), float(t), int(n)))
     return out
 
 
-def fit(pts: list[tuple[int, float]], min_lengths: int = 3) -> dict[str, float] | None:
-    """Least squares of log(time) on log(length) (``exponent``) and of time on length (``ns_per_token``); None
-    with fewer than ``min_lengths`` distinct positive lengths."""
-    good = [(x, y) for x, y in pts if x > 0 and y > 0]
+def fit(pts: list[tuple], min_lengths: int = 3) -> dict[str, float] | None:
+    """Least squares of log(time) on log(length) (``exponent``) and of time on length (``ns_per_token``) over
+    (length, time, …) points; None with fewer than ``min_lengths`` distinct positive lengths."""
+    good = [(float(p[0]), float(p[1])) for p in pts if p[0] > 0 and p[1] > 0]
     if len({x for x, _ in good}) < min_lengths:
         return None
     return {"exponent": _slope([(math.log(x), math.log(y)) for x, y in good]), "ns_per_token": _slope(good)}
@@ -183,11 +183,11 @@ def departure(
 
 
 def _group(name: str, ours: list, theirs: list | None, t: dict[str, Any]) -> dict[str, Any]:
-    base = dict(theirs or [])
+    base = {p[0]: p[1] for p in theirs or []}
     pts = [
         {"length": n, "time_ns": round(v), "baseline_time_ns": round(base[n]) if n in base else None,
-         "ratio": v / base[n] if base.get(n) else None}
-        for n, v in ours
+         "ratio": v / base[n] if base.get(n) else None, "steps": steps}
+        for n, v, steps in ours
     ]  # fmt: skip
     curve = [(p["length"], p["ratio"]) for p in pts if p["ratio"] is not None]
     dep, short, long_ = departure(curve, t) if theirs is not None else (None, None, None)
