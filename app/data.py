@@ -299,3 +299,14 @@ def op_baselines(fp: str, run_id: int) -> tuple[list[int], int | None]:
     choices = [i for i in comparable_runs(fp) if i != run_id and i in platform]
     other = "ascend" if platform.get(run_id) in ("cuda", "rocm") else "cuda"
     return choices, next((i for i in choices if platform[i] == other), None)
+
+
+# --- Scaling section of the Compare page (#20): time against sequence / KV length (append-only) ---
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def scaling(fp: str, run_id: int, baseline: int | None) -> dict:
+    """Per group the points, slopes, ratio curve and departure length (diag.analyses.scaling)."""
+    from diag.analyses import scaling as scaling_analysis
+
+    return scaling_analysis.scaling(store(), run_id, baseline)

@@ -1,0 +1,158 @@
+"""diag scaling: the long-context pair's known departure and ratios recovered, fits on exact power laws, the
+departure rule, too few lengths, the CLI text and the Compare page's Scaling section."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from diag.analyses.scaling import departure, fit, scaling, thresholds
+from diag.cli import main
+from diag.store import Store
+from sample_traces import _long_context
+from tests.conftest import ingest_into, open_page, query
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The generated long-context pair ingested: (database, the Ascend side's folder with ground_truth.json)."""
+    root = tmp_path_factory.mktemp("long_context")
+    _long_context.write_ascend(root / "ascend")
+    _long_context.write_cuda(root / "cuda")
+    db = root / "pair.duckdb"
+    with Store(str(db)) as store:
+        assert ingest_into(store, [root / "ascend", root / "cuda"]).ok
+    return db, root / "ascend"
+
+
+def _diag(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    """diag in-process (a subprocess costs seconds of imports on a loaded machine): exit code and stdout."""
+    capsys.readouterr()
+    code = main(list(args))
+    return code, capsys.readouterr().out
+
+
+def _runs(db: Path) -> tuple[int, int]:
+    got = dict(query(db, "SELECT platform, run_id FROM runs"))
+    return got["ascend"], got["cuda"]
+
+
+def test_scaling_json_recovers_the_injected_departure_and_ratios(pair: tuple[Path, Path], capsys) -> None:  # noqa: ANN001
+    db, ascend_dir = pair
+    truth = json.loads((ascend_dir / "ground_truth.json").read_text())
+    code, text = _diag(capsys, "scaling", "--db", str(db), "--json")  # the only Ascend run; the only CUDA one
+    out = json.loads(text)
+    assert code == 0
+    a, b = _runs(db)
+    assert (out["run_id"], out["baseline_run_id"], out["notes"]) == (a, b, [])
+    groups = {g["group"]: g for g in out["groups"]}
+    assert list(groups) == ["attention_prefill", "attention_decode", "matmul", "step_prefill", "step_decode"]
+    for name, want in truth["groups"].items():
+        g = groups[name]
+        assert g["departure_length"] == want["departure_length"], name
+        assert g["ratio_short"] == pytest.approx(want["ratio_short"], rel=0.05), name
+        assert g["ratio_long"] == pytest.approx(want["ratio_long"], rel=0.05), name
+    prefill = groups["attention_prefill"]
+    assert [p["length"] for p in prefill["points"]] == truth["lengths"]
+    # CUDA's times are the cost model's, two layers per step, read back from the Kineto trace
+    assert [p["baseline_time_ns"] for p in prefill["points"]] == [
+        2 * truth["cuda_ns"]["attention_prefill"][str(n)] for n in truth["lengths"]
+    ]
+    assert [round(p["ratio"], 3) for p in prefill["points"]] == [1.0] * 5 + [1.3] * 3
+    # the matmul's tokens: 1 in the 8 decode steps, the prefill length in the others
+    assert [(p["length"], p["steps"]) for p in groups["matmul"]["points"][:2]] == [(1, 8), (1024, 1)]
+    assert set(prefill) >= {"group", "points", "slope", "baseline_slope", "departure_length", "ratio_short",
+                            "ratio_long"}  # fmt: skip
+
+
+def test_scaling_text_answers_first_then_a_table_per_group(pair: tuple[Path, Path], capsys) -> None:  # noqa: ANN001
+    db, _ = pair
+    a, b = _runs(db)
+    code, stdout = _diag(capsys, "scaling", "--db", str(db), "--run", str(a), "--baseline", str(b))
+    assert code == 0
+    lines = stdout.splitlines()
+    assert lines[0] == (
+        "attention prefill 30% slower than CUDA from 32,768 tokens (ratio 1.00 → 1.30); "
+        "whole step (prefill) 30% slower than CUDA from 32,768 tokens (ratio 1.05 → 1.30)"
+    )
+    assert lines[1] == f"attention prefill: run {a} vs run {b}"
+    assert "length (tokens) ┃ Ascend ms ┃ CUDA ms ┃ ratio ┃ steps" in lines[3]
+    row = next(line for line in lines if line.startswith("│ 32,768 "))
+    assert [c.strip() for c in row.strip("│").split("│")] == ["32,768", "33.527", "25.790", "1.30×", "1"]
+    assert "slope: length^1.98, 3,964.0 ns/token; baseline length^1.91, 3,046.6 ns/token" in lines
+    assert "None" not in stdout
+
+
+def test_scaling_without_baseline_gives_the_slope_alone(pair: tuple[Path, Path], capsys) -> None:  # noqa: ANN001
+    db, _ = pair
+    _, b = _runs(db)
+    code, text = _diag(
+        capsys, "scaling", "--db", str(db), "--run", str(b), "--json"
+    )  # CUDA: no default baseline
+    out = json.loads(text)
+    assert code == 0 and out["baseline_run_id"] is None
+    prefill = out["groups"][0]
+    assert prefill["departure_length"] is None and prefill["ratio_short"] is None
+    assert {p["ratio"] for p in prefill["points"]} == {None}
+    assert out["answer"] == "attention prefill: time ∝ length^1.91 over 1,024–131,072 tokens"
+
+
+def test_fit_recovers_an_exact_power_law_and_a_linear_cost() -> None:
+    lengths = [1024 << i for i in range(6)]
+    got = fit([(n, 7.0 * n**1.5) for n in lengths])
+    assert got is not None and got["exponent"] == pytest.approx(1.5, abs=1e-9)
+    linear = fit([(n, 2_000 + 3.25 * n, 1) for n in lengths])
+    assert linear is not None and linear["ns_per_token"] == pytest.approx(3.25, abs=1e-9)
+    assert fit([(1024, 5.0), (2048, 9.0), (2048, 9.5)]) is None  # 2 distinct lengths
+
+
+def test_departure_needs_every_longer_point_above_and_two_of_them() -> None:
+    t = thresholds()  # rise 10 %, 2 short points, 2 departed points
+    lengths = [1024 << i for i in range(7)]
+    assert departure(list(zip(lengths, [1.0, 1.02, 0.98, 1.25, 1.3, 1.3, 1.31], strict=True)), t) == (
+        8192, 1.01, 1.3)  # fmt: skip
+    # a dip back under the limit at 16k: the departure is the run of points above it that lasts to the end
+    dipped = [1.0, 1.0, 1.2, 1.05, 1.3, 1.3, 1.3]
+    assert departure(list(zip(lengths, dipped, strict=True)), t)[0] == 16384
+    # only the longest point above: one point is too easily noise
+    assert departure(list(zip(lengths, [1.0] * 6 + [1.5], strict=True)), t) == (None, 1.0, 1.25)
+    assert departure([], t) == (None, None, None)
+
+
+def test_fewer_than_three_lengths_says_so_and_fits_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_long_context, "LENGTHS", (1024, 2048))
+    _long_context.write_ascend(tmp_path / "two")
+    with Store(str(tmp_path / "two.duckdb")) as store:
+        assert ingest_into(store, [tmp_path / "two"]).ok
+        result = scaling(store, 1)
+    prefill = result["groups"][0]
+    assert prefill["slope"] is None and [p["length"] for p in prefill["points"]] == [1024, 2048]
+    assert "attention prefill: 2 distinct length(s); at least 3 are needed for a slope" in result["notes"]
+    assert result["answer"] == "attention prefill: 1,024–2,048 tokens only, too few lengths for a slope"
+
+
+def test_compare_page_scaling_section(pair: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    db, _ = pair
+    a, _ = _runs(db)
+    at = open_page(monkeypatch, db)
+    at.selectbox(key="runs_select").select(a).run()
+    at.switch_page("app_pages/08_compare.py").run()
+    assert not at.exception, at.exception
+    assert "Scaling with sequence / KV length" in [h.value for h in at.subheader]
+    answer = next(m.value for m in at.markdown if "slower than CUDA" in m.value)
+    assert answer.startswith("attention prefill 30% slower than CUDA from 32,768 tokens (ratio 1.00 → 1.30)")
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart") if "scaling_" in c.proto.id]
+    assert [c["layout"]["title"]["text"] for c in charts] == [
+        "attention prefill", "attention decode", "matmul", "whole step (prefill)", "whole step (decode)"]  # fmt: skip
+    prefill = charts[0]
+    assert [t["name"][:3] for t in prefill["data"]] == ["A: ", "B: "]
+    assert (prefill["layout"]["xaxis"]["type"], prefill["layout"]["yaxis"]["type"]) == ("log", "log")
+    assert [s["x0"] for s in prefill["layout"]["shapes"]] == [32768]  # the departure marked
+    assert "shapes" not in charts[1]["layout"]  # decode: no departure, no line
+    table = next(d.value for d in at.dataframe if "length (tokens)" in d.value.columns)
+    assert list(table.columns) == ["length (tokens)", "A ms", "B ms", "A/B"]
+    assert table["A/B"].tolist() == [1.0] * 5 + [1.3] * 3
