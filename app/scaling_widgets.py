@@ -3,6 +3,7 @@ length marked (diag.analyses.scaling via app.data). No SQL, no parsing."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pandas as pd
@@ -14,6 +15,7 @@ from app.tables import show_table
 from app.text import md_text, plain
 
 COLOURS = ("#d62728", "#1f77b4")  # A (under study), B (baseline)
+MAX_TICKS = 12
 
 
 def scaling_figure(group: dict[str, Any], name_a: str, name_b: str | None) -> go.Figure:
@@ -32,13 +34,15 @@ def scaling_figure(group: dict[str, Any], name_a: str, name_b: str | None) -> go
             )
         )  # fmt: skip
     dep = group["departure_length"]
-    if dep is not None:
-        fig.add_vline(
-            x=dep, line_dash="dash", line_color="#555",
-            annotation_text=plain(f"departs at {dep:,} (×{group['ratio_short']:.2f} → ×{group['ratio_long']:.2f})"),
-            annotation_position="top left",
+    if dep is not None:  # the label placed by hand: on a log axis an annotation's x is log10 of the value
+        fig.add_vline(x=dep, line_dash="dash", line_color="#555")
+        fig.add_annotation(
+            x=math.log10(dep), y=1, xref="x", yref="paper", xanchor="right", yanchor="top", showarrow=False,
+            text=plain(f"departs at {dep:,} (A/B {group['ratio_short']:.2f} → {group['ratio_long']:.2f})"),
         )  # fmt: skip
     fig.update_xaxes(type="log", title=plain(f"length ({group['unit']})"))
+    if len(lengths) <= MAX_TICKS:  # a tick at each measured length reads better than log minor ticks
+        fig.update_xaxes(tickvals=lengths, ticktext=[f"{n:,}" for n in lengths])
     fig.update_yaxes(type="log", title="ms per step")
     fig.update_layout(
         title=plain(group["label"]), height=320, margin={"l": 10, "r": 10, "t": 40, "b": 10},

@@ -156,3 +156,53 @@ def test_compare_page_scaling_section(pair: tuple[Path, Path], monkeypatch: pyte
     table = next(d.value for d in at.dataframe if "length (tokens)" in d.value.columns)
     assert list(table.columns) == ["length (tokens)", "A ms", "B ms", "A/B"]
     assert table["A/B"].tolist() == [1.0] * 5 + [1.3] * 3
+
+
+@pytest.mark.browser
+def test_compare_page_scaling_section_in_chromium(pair: tuple[Path, Path], tmp_path: Path) -> None:
+    """The section as drawn: its heading, the answer, one plot per group with both curves, no error; a
+    screenshot of the section (DIAG_SCREENSHOTS=folder keeps it)."""
+    import os
+
+    from tests.browser_app import launch, require_browser, serve_app
+
+    require_browser()
+    from playwright.sync_api import sync_playwright
+
+    _, ascend_dir = pair
+    db = tmp_path / "browser.duckdb"  # its own file: an AppTest of this process may hold the pair's lock
+    with Store(str(db)) as store:
+        assert ingest_into(store, [ascend_dir, ascend_dir.parent / "cuda"]).ok
+    shots = Path(os.environ.get("DIAG_SCREENSHOTS") or tmp_path)
+    with serve_app(db, tmp_path / "uploads") as app, sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_page(viewport={"width": 1600, "height": 1200})
+        page.goto(app.url)
+        page.get_by_role("heading", name="Runs").first.wait_for(timeout=120_000)
+        page.locator('[data-testid="stSidebarNav"]').get_by_text("Ascend vs CUDA", exact=True).first.click()
+        heading = page.get_by_role("heading", name="Scaling with sequence / KV length").first
+        heading.wait_for(timeout=120_000)
+        page.wait_for_function(
+            "() => document.querySelectorAll('.js-plotly-plot').length >= 6", timeout=60_000
+        )
+        page.wait_for_timeout(1500)
+        heading.scroll_into_view_if_needed()
+        page.screenshot(path=str(shots / "compare_scaling.png"))
+        text = page.locator('[data-testid="stMain"]').first.inner_text()
+        plots = page.evaluate(
+            "() => [...document.querySelectorAll('.js-plotly-plot')].slice(1)"
+            ".map(p => [p.data.length, (p.layout.annotations || []).map(a => a.text)])"
+        )
+        exceptions = page.locator('[data-testid="stException"]').count()
+        page.set_viewport_size({"width": 1600, "height": 4200})  # every group's plot in one shot
+        page.wait_for_timeout(1500)
+        page.get_by_role(
+            "heading", name="Scaling with sequence / KV length"
+        ).first.scroll_into_view_if_needed()
+        page.screenshot(path=str(shots / "compare_scaling_all.png"))
+        browser.close()
+    assert "attention prefill 30% slower than CUDA from 32,768 tokens (ratio 1.00 → 1.30)" in text
+    departs = [2, ["departs at 32,768 (A/B 1.00 → 1.30)"]]
+    assert plots == [departs, [2, []], [2, []], [2, ["departs at 32,768 (A/B 1.05 → 1.30)"]], [2, []]]
+    assert exceptions == 0
+    assert "None" not in text
