@@ -206,3 +206,63 @@ def test_compare_page_scaling_section_in_chromium(pair: tuple[Path, Path], tmp_p
     assert plots == [departs, [2, []], [2, []], [2, ["departs at 32,768 (A/B 1.05 → 1.30)"]], [2, []]]
     assert exceptions == 0
     assert "None" not in text
+
+
+# --- dynamic shapes and compilation (diag.analyses.shape_churn) ---
+
+
+def test_buckets_cover_a_known_set_of_lengths() -> None:
+    from diag.analyses.shape_churn import bucket_text, buckets, next_bucket
+
+    assert [next_bucket(n) for n in (1, 2, 3, 1000, 1024, 1025)] == [1, 2, 4, 1024, 1024, 2048]
+    lengths = [1000, 1024, 1500, 3000, 5000, 9000, 16000, 1000]  # one per step
+    b = buckets(lengths)
+    assert b["buckets"] == [1024, 2048, 4096, 8192, 16384] and b["distinct_lengths"] == 7
+    padding = (24 + 0 + 548 + 1096 + 3192 + 7384 + 384 + 24) / sum(lengths)
+    assert b["padding_pct"] == pytest.approx(100 * padding)
+    assert bucket_text(b) == (
+        "pad tokens to the next of 5 bucket(s): 1,024, 2,048, 4,096, 8,192, 16,384 would cover the 7 observed "
+        "length(s) (+34% tokens)"  # 12,652 extra over 37,524
+    )
+    wide = buckets([1 << i for i in range(12)])  # 12 buckets > max_buckets 8: said as a span
+    assert bucket_text(wide) == "the 12 observed lengths span 1–2,048: 12 power-of-two buckets (+0% tokens)"
+
+
+def test_each_compile_pattern_matches_its_example() -> None:
+    import re
+
+    from diag.analyses.shape_churn import compile_pattern, rules
+
+    for rule in rules()["compile"]:
+        assert re.search(rule["pattern"], rule["example"].lower()), rule
+        assert rule["source"] and rule["what"]
+    for name in ("AscendCL@aclopCompileAndExecute", "AscendCL@opCompile"):
+        assert re.search(compile_pattern(), name.lower())
+    for name in ("AscendCL@aclopExecute", "aten::linear", "torch/_compile.py(20): inner"):
+        assert not re.search(compile_pattern(), name.lower()), name  # a wrapper that compiles nothing
+
+
+def test_compile_calls_of_a_real_trace_once_each_with_their_step(tmp_path: Path) -> None:
+    from decimal import Decimal
+
+    from diag.analyses.findings import device_findings
+    from diag.analyses.shape_churn import compile_events, fixes
+    from tests.conftest import REAL_LEVEL2
+
+    trace = json.loads((REAL_LEVEL2 / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").read_text())
+    events = trace if isinstance(trace, list) else trace["traceEvents"]
+    outer = [e for e in events if e.get("name") == "AscendCL@aclopCompileAndExecute" and e.get("ph") == "X"]
+    want_ns = sum(round(Decimal(str(e["dur"])) * 1000) for e in outer)  # opCompile runs inside: not again
+    with Store(str(tmp_path / "l2.duckdb")) as store:
+        assert ingest_into(store, [REAL_LEVEL2]).ok
+        got = compile_events(store, 1)
+        found = [f for f in device_findings(store, 1) if f.category == "recompile"]
+    assert (got["calls"], got["total_ns"]) == (19, want_ns) == (19, 14_231_860)
+    assert got["per_step"] == [{"step": 50, "calls": 19, "total_ns": 14_231_860}]
+    assert [f.title for f in found] == [
+        "19 compile call(s) took 14.2 ms on the host (8.2% of the capture), most in step 50 (19 call(s), 14.2 ms)",
+        "All 187 device kernels that report an OP State ran in dynamic-shape state (OP State = dynamic)",
+    ]  # one compile finding: the timed one replaces the count-only one (which needs 20 calls anyway)
+    assert found[0].evidence["fixes"] == fixes("ascend")
+    assert "ACLNN_CACHE_LIMIT" in found[0].suggestion and "--max-num-seqs" in found[0].suggestion
+    assert not any("ACLNN" in f["text"] for f in fixes("cuda"))

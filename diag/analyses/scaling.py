@@ -102,9 +102,7 @@ def _length_map(store: Store, run_id: int, cte: str) -> dict[str, list]:
     return out
 
 
-def _points_sql(cte: str) -> str:
-    return f"""
-        WITH {cte},
+_STEP_LEN = """
         lens AS (SELECT unnest($ops) AS op, unnest($shapes) AS input_shapes, unnest($dims) AS dim,
                         unnest($vals)::BIGINT AS value),
         per_step_len AS (
@@ -113,7 +111,12 @@ def _points_sql(cte: str) -> str:
                             max(value) FILTER (WHERE dim = 'batch_or_tokens')) AS q_len,
                    max(value) FILTER (WHERE dim = 'kv_len') AS kv_len,
                    max(value) FILTER (WHERE dim = 'tokens') AS tokens
-            FROM src s JOIN lens l ON l.op = s.op AND l.input_shapes = s.input_shapes GROUP BY s.step),
+            FROM src s JOIN lens l ON l.op = s.op AND l.input_shapes = s.input_shapes GROUP BY s.step)"""
+
+
+def _points_sql(cte: str) -> str:
+    return f"""
+        WITH {cte}, {_STEP_LEN},
         per_step_time AS (
             SELECT step,
                    sum(dur_ns) FILTER (WHERE op_class = 'attention_prefill') AS t_prefill,
@@ -132,11 +135,13 @@ def _points_sql(cte: str) -> str:
         GROUP BY grp, length ORDER BY grp, length"""
 
 
-def points(store: Store, run_id: int) -> dict[str, list[tuple[int, float, int]]]:
-    """Per group, (length, mean time per step in ns, steps) by ascending length."""
+def _query(store: Store, run_id: int, sql_of: Any) -> list[tuple]:
+    """Run ``sql_of(cte)`` with the run's length map bound; [] when no shape names a varying length."""
     table, platform = figures_table(store, run_id), platform_of(store, run_id)
     cte = _device_sql(table, platform)
     lens = _length_map(store, run_id, cte)
+    if not lens["op"]:
+        return []
     params = {
         "run": run_id,
         "ops": lens["op"],
@@ -144,11 +149,23 @@ def points(store: Store, run_id: int) -> dict[str, list[tuple[int, float, int]]]
         "dims": lens["dim"],
         "vals": lens["value"],
     }
+    return store.cursor().execute(sql_of(cte), params).fetchall()
+
+
+def points(store: Store, run_id: int) -> dict[str, list[tuple[int, float, int]]]:
+    """Per group, (length, mean time per step in ns, steps) by ascending length."""
     out: dict[str, list[tuple[int, float, int]]] = {}
-    if lens["op"]:
-        for grp, length, t, n in store.cursor().execute(_points_sql(cte), params).fetchall():
-            out.setdefault(grp, []).append((int(length), float(t), int(n)))
+    for grp, length, t, n in _query(store, run_id, _points_sql):
+        out.setdefault(grp, []).append((int(length), float(t), int(n)))
     return out
+
+
+def step_lengths(store: Store, run_id: int) -> list[dict[str, int | None]]:
+    """Per step with a length: its prefill length (q_len), KV length and tokens, by step."""
+    got = _query(
+        store, run_id, lambda cte: f"WITH {cte}, {_STEP_LEN} SELECT * FROM per_step_len ORDER BY step"
+    )
+    return [{"step": int(s), "q_len": q, "kv_len": kv, "tokens": tok} for s, q, kv, tok in got]
 
 
 def fit(pts: list[tuple], min_lengths: int = 3) -> dict[str, float] | None:
