@@ -23,7 +23,19 @@ from diag.analyses.ops import figures_table, platform_of, rows_sql
 from diag.store import Store
 
 RULES = Path(__file__).resolve().parent.parent / "rules" / "op_shape_axes.csv"
-DIMS = ("tokens", "query_seq", "kv_len", "batch", "batch_or_tokens", "heads", "head_dim", "hidden", "k", "n")
+DIMS = (
+    "tokens",
+    "query_seq",
+    "kv_len",
+    "batch",
+    "batch_or_tokens",
+    "heads",
+    "head_dim",
+    "hidden",
+    "k",
+    "n",
+    "experts",
+)
 BY_SHAPE = ("op", "kernel")
 # dimensions that change from call to call of one call site; the others (K, N, hidden, heads, head dim) are fixed
 # by the model, so shapes that differ in them are different call sites (layers, projections)
