@@ -266,3 +266,58 @@ def test_compile_calls_of_a_real_trace_once_each_with_their_step(tmp_path: Path)
     assert found[0].evidence["fixes"] == fixes("ascend")
     assert "ACLNN_CACHE_LIMIT" in found[0].suggestion and "--max-num-seqs" in found[0].suggestion
     assert not any("ACLNN" in f["text"] for f in fixes("cuda"))
+
+
+def test_generator_options_write_the_pair(tmp_path: Path) -> None:
+    """generate.py --long-context and generate_cuda.py --long-context write what _long_context writes."""
+    import sys
+
+    from sample_traces import generate, generate_cuda
+
+    assert generate.main([str(tmp_path / "a"), "--long-context"]) == 0
+    csv = tmp_path / "a" / _long_context.ASCEND_FOLDER / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    lines = csv.read_text().splitlines()
+    assert len(lines) == 1 + 16 * 6  # header, 16 steps of 2 layers × 3 ops
+    assert lines[1].split(",")[:6] == [
+        "1",
+        "4294967295",
+        "1",
+        "2",
+        "aclnnMatmul_MatMulV2_MatMulV2",
+        "MatMulV2",
+    ]
+    assert '"1,131072,3584;1,131072,512;1,131072,512"' in lines[8 * 6 - 4]  # 128k prefill, last layer
+    argv, sys.argv = sys.argv, ["generate_cuda.py", "--long-context", str(tmp_path / "b")]
+    try:
+        generate_cuda.main()
+    finally:
+        sys.argv = argv
+    trace = json.loads((tmp_path / "b" / _long_context.CUDA_FILE).read_text())
+    dims = [
+        e["args"]["Input Dims"]
+        for e in trace["traceEvents"]
+        if e.get("name") == "aten::_flash_attention_forward"
+    ]
+    assert dims[0][:3] == [[1, 1024, 28, 128], [1, 1024, 4, 128], [1, 1024, 4, 128]]
+    assert dims[-1][:2] == [[1, 1, 28, 128], [1, 131072, 4, 128]]  # the last decode step: KV 128k
+
+
+def test_several_ascend_runs_without_run_is_a_one_line_usage_error(
+    pair: tuple[Path, Path],
+    tmp_path: Path,
+    capsys,
+    monkeypatch: pytest.MonkeyPatch,  # noqa: ANN001
+) -> None:
+    db = tmp_path / "two.duckdb"
+    _, ascend_dir = pair
+    other = tmp_path / "other"
+    monkeypatch.setattr(_long_context, "LENGTHS", (1024, 2048, 4096))
+    monkeypatch.setattr(_long_context, "ASCEND_FOLDER", "rank0_7_20250115101500123_ascend_pt")  # another run
+    _long_context.write_ascend(other)
+    with Store(str(db)) as store:
+        assert ingest_into(store, [ascend_dir, other]).ok
+    capsys.readouterr()
+    code = main(["scaling", "--db", str(db)])
+    out = capsys.readouterr()
+    assert (code, out.out) == (2, "")
+    assert out.err == "diag: error: 2 non-CUDA runs with kernels: pass --run (one of 1, 2)\n"
