@@ -321,3 +321,20 @@ def test_several_ascend_runs_without_run_is_a_one_line_usage_error(
     out = capsys.readouterr()
     assert (code, out.out) == (2, "")
     assert out.err == "diag: error: 2 non-CUDA runs with kernels: pass --run (one of 1, 2)\n"
+
+
+def test_one_length_only_says_there_is_no_curve(
+    tmp_path: Path,
+    capsys,
+    monkeypatch: pytest.MonkeyPatch,  # noqa: ANN001
+) -> None:
+    monkeypatch.setattr(_long_context, "LENGTHS", (4096,))  # every shape the same: no axis varies
+    _long_context.write_ascend(tmp_path / "one")
+    with Store(str(tmp_path / "one.duckdb")) as store:
+        assert ingest_into(store, [tmp_path / "one"]).ok
+    code, out = _diag(capsys, "scaling", "--db", str(tmp_path / "one.duckdb"))
+    assert code == 0
+    assert out == (
+        "no scaling curve: no attention or matmul shapes with a varying length in this run\n"
+        "no baseline: pass --baseline ID (a CUDA run of the same workload) for the ratio per length\n"
+    )

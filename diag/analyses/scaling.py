@@ -227,8 +227,6 @@ def scaling(store: Store, run_id: int, baseline_run_id: int | None = None) -> di
         g = _group(name, ours[name], theirs.get(name) if baseline_run_id is not None else None, t)
         groups.append(g)
         notes += _notes(g, baseline_run_id, t)
-    if not groups:
-        notes.append(f"run {run_id}: no attention or matmul shapes with a varying length, so no curve")
     out = {"run_id": run_id, "baseline_run_id": baseline_run_id, "groups": groups, "notes": notes}
     out["answer"] = answer(out)
     return out

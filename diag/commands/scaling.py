@@ -102,7 +102,8 @@ def _print(result: dict[str, Any], platforms: dict[int, str]) -> None:
         out.print(
             "no baseline: pass --baseline ID (a CUDA run of the same workload) for the ratio per length"
         )
-    out.print(cell("ms: mean device time per step at that length; ratio: this run ÷ the baseline"))
+    if result["groups"]:
+        out.print(cell("ms: mean device time per step at that length; ratio: this run ÷ the baseline"))
 
 
 def _ms(ns: float | None) -> str:
