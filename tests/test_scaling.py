@@ -328,7 +328,8 @@ def test_one_length_only_says_there_is_no_curve(
     capsys,
     monkeypatch: pytest.MonkeyPatch,  # noqa: ANN001
 ) -> None:
-    monkeypatch.setattr(_long_context, "LENGTHS", (4096,))  # every shape the same: no axis varies
+    one_step = [(1, "prefill", [("gemm", 4096, 4096), ("attention_prefill", 4096, 4096)])]
+    monkeypatch.setattr(_long_context, "plan", lambda: one_step)  # every shape once: no axis varies
     _long_context.write_ascend(tmp_path / "one")
     with Store(str(tmp_path / "one.duckdb")) as store:
         assert ingest_into(store, [tmp_path / "one"]).ok
