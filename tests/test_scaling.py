@@ -263,7 +263,7 @@ def test_compile_calls_of_a_real_trace_once_each_with_their_step(tmp_path: Path)
         "19 compile call(s) took 14.2 ms on the host (8.2% of the capture), most in step 50 (19 call(s), 14.2 ms)",
         "All 187 device kernels that report an OP State ran in dynamic-shape state (OP State = dynamic)",
     ]  # one compile finding: the timed one replaces the count-only one (which needs 20 calls anyway)
-    assert found[0].evidence["fixes"] == fixes("ascend")
+    assert found[0].evidence["fixes"] == fixes("ascend") and found[0].evidence["log_recompiles"] == 0
     assert "ACLNN_CACHE_LIMIT" in found[0].suggestion and "--max-num-seqs" in found[0].suggestion
     assert not any("ACLNN" in f["text"] for f in fixes("cuda"))
 
@@ -339,3 +339,22 @@ def test_one_length_only_says_there_is_no_curve(
         "no scaling curve: no attention or matmul shapes with a varying length in this run\n"
         "no baseline: pass --baseline ID (a CUDA run of the same workload) for the ratio per length\n"
     )
+
+
+def test_the_compile_finding_counts_the_logs_recompiles(tmp_path: Path) -> None:
+    import shutil
+
+    from diag.analyses.findings import device_findings
+    from tests.conftest import FIXTURES, REAL_LEVEL2
+
+    run = tmp_path / REAL_LEVEL2.name
+    shutil.copytree(REAL_LEVEL2, run)
+    (run / "log").mkdir()  # a vLLM worker log of Dynamo guard failures, in the profile's folder
+    shutil.copy(
+        FIXTURES / "logs_wild" / "w1_052_vllm_dynamo_recompiling_guard_failures.log", run / "log" / "w.log"
+    )
+    with Store(str(tmp_path / "l.duckdb")) as store:
+        assert ingest_into(store, [run]).ok
+        found = [f for f in device_findings(store, 1) if f.category == "recompile"]
+    assert found[0].title.endswith("(19 call(s), 14.2 ms); 3 recompile record(s) in the attached logs")
+    assert found[0].evidence["log_recompiles"] == 3

@@ -101,11 +101,19 @@ def compile_events(store: Store, run_id: int) -> dict[str, Any]:
     }
 
 
+def log_recompiles(store: Store, run_id: int) -> int:
+    """Records of the run's logs that the log rules classify ``recompile`` (Dynamo / torchair recompiles)."""
+    sql = "SELECT count(*) FROM log_records WHERE run_id = ? AND category = 'recompile'"
+    return int(store.cursor().execute(sql, [run_id]).fetchall()[0][0])
+
+
 def churn(store: Store, run_id: int) -> dict[str, Any]:
-    """Compile calls, token counts per step (a step's tokens: its matmul M, else its prefill length) and buckets."""
+    """Compile calls, log recompiles, token counts per step (a step's tokens: its matmul M, else its prefill
+    length) and the buckets over them."""
     steps = step_lengths(store, run_id)
     tokens = [s["tokens"] or s["q_len"] for s in steps if (s["tokens"] or s["q_len"])]
-    return {"compile": compile_events(store, run_id), "steps_with_lengths": len(tokens), **buckets(tokens)}
+    return {"compile": compile_events(store, run_id), "log_recompiles": log_recompiles(store, run_id),
+            "steps_with_lengths": len(tokens), **buckets(tokens)}  # fmt: skip
 
 
 def fixes(platform: str) -> list[dict[str, str]]:
@@ -136,10 +144,12 @@ def compile_finding(store: Store, run_id: int, platform: str, severity_of: Any) 
         title += (
             f", most in step {worst['step']} ({worst['calls']} call(s), {worst['total_ns'] / 1e6:.1f} ms)"
         )
+    if c["log_recompiles"]:
+        title += f"; {c['log_recompiles']} recompile record(s) in the attached logs"
     if c["distinct_lengths"] > 1:
         title += f"; {bucket_text(c)}"
     evidence = {"compile_calls": comp["calls"], "compile_host_ns": comp["total_ns"], "per_step": comp["per_step"],
-                "distinct_lengths": c["distinct_lengths"], "buckets": c["buckets"], "padding_pct": c["padding_pct"],
+                "log_recompiles": c["log_recompiles"], "distinct_lengths": c["distinct_lengths"], "buckets": c["buckets"], "padding_pct": c["padding_pct"],
                 "fixes": fixes(platform)}  # fmt: skip
     suggestion = " ".join(f["text"] for f in fixes(platform))
     return Finding(run_id, "recompile", severity_of(pct), title, pct, comp["total_ns"], evidence, suggestion)
