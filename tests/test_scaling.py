@@ -358,3 +358,22 @@ def test_the_compile_finding_counts_the_logs_recompiles(tmp_path: Path) -> None:
         found = [f for f in device_findings(store, 1) if f.category == "recompile"]
     assert found[0].title.endswith("(19 call(s), 14.2 ms); 3 recompile record(s) in the attached logs")
     assert found[0].evidence["log_recompiles"] == 3
+
+
+def test_all_dynamic_ops_with_churning_token_counts_name_the_buckets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from diag.analyses.findings import device_findings
+
+    monkeypatch.setattr(_long_context, "LENGTHS", (1000, 1500, 3000, 5000, 9000, 17000, 33000, 65000))
+    _long_context.write_ascend(tmp_path / "odd")  # every op OP State dynamic; no compile calls
+    with Store(str(tmp_path / "odd.duckdb")) as store:
+        assert ingest_into(store, [tmp_path / "odd"]).ok
+        found = [f for f in device_findings(store, 1) if f.category == "recompile"]
+    # 8 prefill steps at those lengths, 8 decode steps of 1 token; padding 61,084 tokens over 134,508
+    assert [f.title for f in found] == [
+        "All 96 device kernels that report an OP State ran in dynamic-shape state (OP State = dynamic); pad tokens "
+        "to the next of 8 bucket(s): 1, 1,024, 2,048, 4,096, 8,192, 16,384, 32,768, 65,536 would cover the 9 "
+        "observed length(s) (+45% tokens)"
+    ]
+    assert found[0].evidence["padding_pct"] == pytest.approx(100 * 61_084 / 134_508)

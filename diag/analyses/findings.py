@@ -357,10 +357,9 @@ def _recompile_findings(store: Store, run_id: int, t: dict[str, Any], platform: 
                 advice("recompile_dynamic", platform),
             )
         )
-    from diag.analyses.shape_churn import compile_finding  # #20: compile time, the step stalled, the buckets
+    from diag.analyses.shape_churn import extend_recompile  # #20: compile time, the step stalled, the buckets
 
-    timed = compile_finding(store, run_id, platform, lambda pct: _severity(pct, t))
-    return out if timed is None else [f for f in out if "compile_calls" not in f.evidence] + [timed]
+    return extend_recompile(out, store, run_id, platform, lambda pct: _severity(pct, t))
 
 
 def _top_ops(store: Store, run_id: int, e2e: int, n: int, platform: str) -> Finding | None:

@@ -127,6 +127,23 @@ def _capture_ns(store: Store, run_id: int) -> int:
     return int(got[0][0] or 0) if got else 0
 
 
+def extend_recompile(found: list, store: Store, run_id: int, platform: str, severity_of: Any) -> list:
+    """The ``recompile`` findings of diag.analyses.findings, extended: the timed compile finding replaces the
+    count-only one (one finding per cause), and the all-dynamic finding names the buckets when the steps' token
+    counts churn (at least ``min_distinct_lengths`` of them)."""
+    timed = compile_finding(store, run_id, platform, severity_of)
+    out = found if timed is None else [f for f in found if "compile_calls" not in f.evidence] + [timed]
+    dynamic = [f for f in out if "dynamic_ops" in f.evidence]
+    if dynamic and timed is None:
+        c = churn(store, run_id)
+        if c["distinct_lengths"] >= rules()["thresholds"]["min_distinct_lengths"]:
+            for f in dynamic:
+                f.title += f"; {bucket_text(c)}"
+                f.evidence |= {"distinct_lengths": c["distinct_lengths"], "buckets": c["buckets"],
+                               "padding_pct": c["padding_pct"], "fixes": fixes(platform)}  # fmt: skip
+    return out
+
+
 def compile_finding(store: Store, run_id: int, platform: str, severity_of: Any) -> Any:
     """The ``recompile`` Finding when compile time is material (``[thresholds]`` of shape_fixes.toml), with the
     step it stalls most and the buckets; else None.  ``severity_of(pct)`` is the findings' severity scale."""
