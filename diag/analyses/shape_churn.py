@@ -149,12 +149,12 @@ def compile_finding(store: Store, run_id: int, platform: str, severity_of: Any) 
     step it stalls most and the buckets; else None.  ``severity_of(pct)`` is the findings' severity scale."""
     from diag.analyses.findings import Finding  # findings imports this module: imported when called
 
-    c = churn(store, run_id)
-    comp, t = c["compile"], rules()["thresholds"]
+    comp, t = compile_events(store, run_id), rules()["thresholds"]
     capture = _capture_ns(store, run_id)
     pct = 100.0 * comp["total_ns"] / capture if capture else 0.0
     if comp["total_ns"] < t["min_compile_ms"] * 1e6 or pct < t["min_compile_pct"]:
-        return None
+        return None  # checked before the lengths are read: most runs stop here, cheaply
+    c = churn(store, run_id)
     title = f"{comp['calls']} compile call(s) took {comp['total_ns'] / 1e6:.1f} ms on the host ({pct:.1f}% of the capture)"
     worst = comp["worst_step"]
     if worst:
