@@ -344,3 +344,14 @@ def environment_check(fp: str, run_id: int) -> dict:
     from diag.analyses.env_check import environment_check as check
 
     return check(store(), run_id)
+
+
+# --- Scaling section of the Compare page (#20): time against sequence / KV length (append-only) ---
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def scaling(fp: str, run_id: int, baseline: int | None) -> dict:
+    """Per group the points, slopes, ratio curve and departure length (diag.analyses.scaling)."""
+    from diag.analyses import scaling as scaling_analysis
+
+    return scaling_analysis.scaling(store(), run_id, baseline)

@@ -11,6 +11,7 @@ from diag import __version__
 from diag.commands import COMMANDS
 from diag.commands import bugreport as bugreport_command
 from diag.commands import ops as ops_command
+from diag.commands import scaling as scaling_command
 from diag.commands._format import CONTROL_CHARS
 from diag.errors import DiagError
 
@@ -43,6 +44,7 @@ for command in COMMANDS:
     command.register(app)
 ops_command.register(app)  # diag ops (#20)
 bugreport_command.register(app)  # diag bugreport (#21)
+scaling_command.register(app)  # diag scaling (#20)
 
 
 def main(argv: list[str] | None = None) -> int:

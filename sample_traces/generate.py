@@ -40,6 +40,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sample_traces import _events as ev  # noqa: E402
+from sample_traces import _long_context  # noqa: E402
 from sample_traces._catalog import MODEL_NAME, CommSpec, KernelSpec, MemcpySpec, catalog, layer_ops  # noqa: E402
 from sample_traces._files import RankFiles  # noqa: E402
 from sample_traces._rank import S_AICPU, S_COMPUTE, Rank, us  # noqa: E402
@@ -254,7 +255,13 @@ def main(argv: list[str] | None = None) -> int:
         default=list(FILES),
         help="which exports to write (memory: the profile_memory=True files, off by default)",
     )
+    p.add_argument(
+        "--long-context", action="store_true", help="instead: prefill / decode at growing lengths (#20)"
+    )
     a = p.parse_args(argv)
+    if a.long_context:  # sample_traces/_long_context.py: the Ascend side of the long-context pair
+        print(f"wrote {_long_context.write_ascend(a.out_dir)}")
+        return 0
     t0 = time.perf_counter()
     truth = generate(
         a.out_dir,

@@ -27,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from diag.analyses.op_classes import classify  # noqa: E402
+from sample_traces import _long_context  # noqa: E402
 from sample_traces._cuda_memory import memory_events  # noqa: E402
 
 # Ascend time / CUDA time per op class (the slowdowns the comparison must find).
@@ -169,10 +170,18 @@ def generate(ascend_dir: Path, out_dir: Path, memory: bool = False) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("ascend_dir", type=Path)
-    ap.add_argument("out_dir", type=Path)
+    ap.add_argument("ascend_dir", type=Path, nargs="?")
+    ap.add_argument("out_dir", type=Path, nargs="?")
     ap.add_argument("--memory", action="store_true", help="add profile_memory=True's [memory] events")
+    ap.add_argument(
+        "--long-context", type=Path, metavar="OUT", help="instead: the long-context pair's CUDA side"
+    )
     args = ap.parse_args()
+    if args.long_context:  # sample_traces/_long_context.py (#20)
+        print(f"wrote {_long_context.write_cuda(args.long_context)}")
+        return
+    if args.ascend_dir is None or args.out_dir is None:
+        ap.error("ascend_dir and out_dir are required")
     gt = generate(args.ascend_dir, args.out_dir, memory=args.memory)
     print(f"wrote {args.out_dir} ({gt['steps']} steps, classes {', '.join(gt['classes'])})")
 

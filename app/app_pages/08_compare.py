@@ -7,6 +7,7 @@ import streamlit as st
 
 from app import data, memory_widgets, state, widgets
 from app.glossary import help_for
+from app.scaling_widgets import scaling_section
 from app.tables import show_table
 from app.text import md_text
 
@@ -139,3 +140,4 @@ if serving:
     for line in serving["headline"]:
         st.error(line)
     show_table(widgets.serving_comparison_frame(serving))
+scaling_section(fp, run_a, run_b, label)  # time against sequence / KV length (#20)

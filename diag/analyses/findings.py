@@ -379,7 +379,9 @@ def _recompile_findings(store: Store, run_id: int, t: dict[str, Any], platform: 
                 advice("recompile_dynamic", platform),
             )
         )
-    return out
+    from diag.analyses.shape_churn import extend_recompile  # #20: compile time, the step stalled, the buckets
+
+    return extend_recompile(out, store, run_id, platform, lambda pct: _severity(pct, t))
 
 
 def _top_ops(store: Store, run_id: int, e2e: int, n: int, platform: str) -> Finding | None:
