@@ -11,7 +11,7 @@ import duckdb
 import pytest
 
 from diag.analyses.op_classes import classify, sql_case
-from tests.conftest import ingest_into
+from tests.conftest import cli_json, ingest_into, open_page, query, run_cli
 
 FIXTURES = Path(__file__).parent / "fixtures" / "moe" / "msinsight"
 
@@ -104,3 +104,125 @@ MOE_OPS = [
 def test_moe_op_classes(name, platform, expected):
     assert classify(name, platform=platform) == expected
     assert duckdb.execute(f"SELECT {sql_case('$1', platform=platform)}", [name]).fetchall() == [(expected,)]
+
+
+# -- steps 3-5: the generated EP=8 job -----------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def moe_job(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    from sample_traces._moe import generate_moe
+
+    tmp = tmp_path_factory.mktemp("moe_job")
+    truth = generate_moe(tmp / "job", steps=2, seed=3)
+    _ingest(tmp / "job", tmp / "moe.duckdb")
+    return tmp / "moe.duckdb", truth
+
+
+def test_diag_moe_json_names_the_hot_expert_its_rank_and_the_wait(moe_job):
+    db, truth = moe_job
+    code, out = cli_json("moe", "--db", str(db))
+    assert code == 0
+    hot = truth["hot"]
+    layer = next(x for x in out["layers"] if x["layer"] == hot["layer"] and x["phase"] == "prefill")
+    assert layer["experts"] == truth["experts"] == 64
+    assert [(h["expert"], h["rank"], h["tokens"]) for h in layer["hot"]] == [
+        (hot["expert"], hot["rank"], hot["tokens"])
+    ]
+    assert layer["max_over_mean"] == pytest.approx(hot["ratio"], rel=1e-9)
+    assert [x for x in out["layers"] if x["layer"] != hot["layer"] and x["hot"]] == []
+    (f,) = out["findings"]
+    ev = f["evidence"]
+    assert (ev["expert"], ev["layer"], ev["rank"], ev["owner"], f["category"]) == (
+        hot["expert"], hot["layer"], hot["rank"], "config", "moe"
+    )  # fmt: skip
+    assert ev["peers_wait_ns_per_step"] == pytest.approx(truth["peers_median_wait_ns_per_step"], rel=0.05)
+    assert ev["gain_ns_per_step"] == pytest.approx(truth["gain_ns_per_step"], rel=0.05)
+    ranks = {r["rank"]: r for r in out["ranks"]}
+    for r, want in enumerate(truth["alltoall_wait_ns_per_step"]):
+        assert ranks[r]["alltoall_wait_ns"] == pytest.approx(want, abs=1)
+        assert ranks[r]["grouped_matmul_ns"] == pytest.approx(truth["grouped_matmul_ns_per_step"][r], abs=1)
+    wait_ms = truth["peers_median_wait_ns_per_step"] / 1e6
+    assert f["title"] == (
+        f"expert {hot['expert']} of layer {hot['layer']} takes {hot['ratio']:.1f}× the mean tokens in prefill; "
+        f"rank {hot['rank']} holds it; ranks 0–4, 6–7 wait {wait_ms:.2f} ms per step in the all-to-all"
+    )
+    text = run_cli("moe", "--db", str(db)).stdout
+    assert text.splitlines()[0] == f["title"]  # the answer first
+    assert "dynamic_eplb" in text and "None" not in text
+
+
+def test_usage_errors_are_one_line_exit_2(moe_job):
+    db, _ = moe_job
+    proc = run_cli("moe", "--db", str(db), "--job", "1", "--run", "1")
+    assert (proc.returncode, proc.stderr) == (2, "diag: error: give --job or --run, not both\n")
+    proc = run_cli("moe", "--db", str(db), "--job", "99")
+    assert proc.returncode == 2 and proc.stderr.startswith("diag: error: no job 99 in ")
+
+
+def test_one_run_keeps_its_expert_load_but_makes_no_cross_rank_claim(moe_job):
+    db, truth = moe_job
+    hot_run = next(r for (r,) in query(db, "SELECT run_id FROM runs WHERE rank = ?", [truth["hot"]["rank"]]))
+    code, out = cli_json("moe", "--db", str(db), "--run", str(hot_run))
+    assert code == 0 and out["ranks"] == [] and out["findings"] == []
+    layer = next(x for x in out["layers"] if x["layer"] == truth["hot"]["layer"])
+    assert layer["experts"] == 8 and [h["expert"] for h in layer["hot"]] == [truth["hot"]["expert"]]
+
+
+def test_runs_sharing_a_folder_but_not_grouped_get_no_cross_rank_finding(tmp_path):
+    """Two copies of the job (one byte apart) overlap in time: ranks 0, 0, 1, 1 … — diag.grouping forms no job."""
+    from sample_traces._moe import generate_moe
+
+    generate_moe(tmp_path / "a" / "job", steps=1, seed=3)
+    shutil.copytree(tmp_path / "a" / "job", tmp_path / "b" / "job")
+    for info in (tmp_path / "b" / "job").glob("rank*/profiler_info_*.json"):
+        info.write_text(info.read_text() + "\n")
+    db = tmp_path / "x.duckdb"
+    from diag.store import Store
+
+    with Store(db) as store:
+        ingest_into(store, [tmp_path / "a", tmp_path / "b"])
+    jobs = [j for (j,) in query(db, "SELECT job_id FROM jobs ORDER BY job_id")]
+    assert len(jobs) == 16
+    for job in jobs:
+        code, out = cli_json("moe", "--db", str(db), "--job", str(job))
+        assert code == 0 and out["findings"] == [] and out["ranks"] == []
+        assert out["layers"]  # each run still has its own load figures
+
+
+def test_gini_and_cv_against_an_independent_computation(moe_job):
+    db, _ = moe_job
+    _, out = cli_json("moe", "--db", str(db))
+    rows = query(db, "SELECT layer, tokens FROM expert_load WHERE phase = 'prefill' ORDER BY layer, tokens")
+    for layer in out["layers"]:
+        xs = [t for lay, t in rows if lay == layer["layer"]]
+        n, mean = len(xs), sum(xs) / len(xs)
+        gini = sum(abs(a - b) for a in xs for b in xs) / (2 * n * n * mean)
+        cv = (sum((x - mean) ** 2 for x in xs) / n) ** 0.5 / mean
+        assert layer["gini"] == pytest.approx(gini, rel=1e-9) and layer["cv"] == pytest.approx(cv, rel=1e-9)
+
+
+def test_default_generator_output_is_unchanged_by_the_moe_option(tmp_path):
+    from sample_traces import generate_cluster
+
+    assert (
+        generate_cluster.main(
+            [str(tmp_path / "c"), "--ranks", "16", "--tp", "4", "--steps", "1", "--slow-link", "4", "12"]
+        )
+        == 0
+    )
+    assert not list((tmp_path / "c").glob("rank*/prefill_*.csv"))
+    assert not list((tmp_path / "c").glob("rank*/ASCEND_PROFILER_OUTPUT/kernel_details.csv"))
+
+
+# -- the Cluster page's MoE section --------------------------------------------------------------------------
+def test_cluster_page_has_the_moe_section(moe_job, monkeypatch):
+    db, truth = moe_job
+    at = open_page(monkeypatch, db, "app_pages/11_cluster.py")
+    assert "MoE expert load" in [h.value for h in at.subheader]
+    hot = truth["hot"]
+    assert any(f"expert {hot['expert']} of layer {hot['layer']}" in m.value for m in at.markdown)
+    assert at.radio(key="moe_phase").options == ["prefill"]
+    frames = [d.value for d in at.dataframe if "GroupedMatmul / step (ms)" in d.value.columns]
+    assert len(frames) == 1 and len(frames[0]) == 8
+    assert frames[0].loc[
+        frames[0]["rank"] == hot["rank"], "GroupedMatmul / step (ms)"
+    ].item() == pytest.approx(truth["grouped_matmul_ns_per_step"][hot["rank"]] / 1e6)

@@ -213,3 +213,11 @@ def _findings(cur, view: MoeView, t: dict[str, Any]) -> list[Finding]:
         f"{text} Balanced, rank {hot['rank']} would save about {gain / 1e6:.2f} ms of GroupedMatmul per step."
     )
     return [Finding(holder["run_id"], "moe", sev, title, pct, impact_ns, evidence, suggestion)]
+
+
+def load_grid(store: Store, job_id: int, phase: str | None) -> list[tuple[int, int, int]]:
+    """(layer, expert, tokens) of a job's expert load in ``phase``, for a layer × expert heatmap."""
+    sql = """SELECT layer, expert, sum(tokens)::BIGINT FROM expert_load
+             WHERE run_id IN (SELECT run_id FROM runs WHERE job_id = $job) AND phase IS NOT DISTINCT FROM $phase
+             GROUP BY ALL ORDER BY layer, expert"""
+    return [tuple(r) for r in q(store.cursor(), sql, {"job": job_id, "phase": phase})]
