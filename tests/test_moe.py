@@ -226,3 +226,41 @@ def test_cluster_page_has_the_moe_section(moe_job, monkeypatch):
     assert frames[0].loc[
         frames[0]["rank"] == hot["rank"], "GroupedMatmul / step (ms)"
     ].item() == pytest.approx(truth["grouped_matmul_ns_per_step"][hot["rank"]] / 1e6)
+
+
+@pytest.mark.browser
+def test_cluster_page_moe_section_in_a_browser(moe_job, tmp_path):
+    """The section drawn by a real Chromium: heading, finding, heatmap and bars; screenshot in $DIAG_SCREENSHOTS."""
+    import os
+
+    from tests.browser_app import launch, require_browser, serve_app
+
+    require_browser()
+    from playwright.sync_api import sync_playwright
+
+    db, truth = moe_job
+    shots = Path(os.environ.get("DIAG_SCREENSHOTS") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    with serve_app(db, tmp_path / "uploads") as app, sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_page(viewport={"width": 1600, "height": 1200})
+        page.goto(f"{app.url}/cluster")  # the page's URL path (st.Page of 11_cluster.py)
+        section = page.get_by_role("heading", name="MoE expert load").first
+        section.wait_for(timeout=120_000)
+        page.wait_for_function(
+            "() => document.querySelector('[data-testid=\"stApp\"]')?.dataset.testScriptState === 'notRunning'",
+            timeout=120_000,
+        )
+        page.wait_for_timeout(2500)  # the charts draw after the script ends
+        section.scroll_into_view_if_needed()
+        height = int(page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight"))
+        page.set_viewport_size({"width": 1600, "height": min(height + 40, 12_000)})
+        page.wait_for_timeout(1500)
+        page.screenshot(path=str(shots / "cluster_moe.png"), full_page=True)
+        text = page.locator('[data-testid="stMain"]').first.inner_text()
+        plots = page.locator('[data-testid="stPlotlyChart"]').count()
+        browser.close()
+    hot = truth["hot"]
+    assert f"expert {hot['expert']} of layer {hot['layer']}" in text
+    assert "Traceback" not in text and "Error" not in text
+    assert "Tokens per expert (prefill)" in text or plots >= 2
