@@ -71,7 +71,8 @@ def section(view: MoeView, grid: Callable[[str | None], list[tuple[int, int, int
     for f in view.findings:
         with st.container(border=True):
             st.markdown(
-                f"**{widgets.md(f.title)}**  \nowner: {f.evidence.get('owner', '—')} · {f.impact_ns / 1e6:,.3f} ms"
+                f"**{widgets.md(f.title)}**  \nowner: {f.evidence.get('owner', '—')} · to gain if balanced: "
+                f"{f.impact_ns / 1e6:,.3f} ms over the profiled steps"
             )
             st.markdown(widgets.md(f.suggestion))
     phases = sorted({layer["phase"] or "unknown" for layer in view.layers}, key=lambda p: p != "prefill")

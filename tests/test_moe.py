@@ -241,7 +241,9 @@ def test_cluster_page_moe_section_in_a_browser(moe_job, tmp_path):
     db, truth = moe_job
     shots = Path(os.environ.get("DIAG_SCREENSHOTS") or tmp_path)
     shots.mkdir(parents=True, exist_ok=True)
-    with serve_app(db, tmp_path / "uploads") as app, sync_playwright() as p:
+    served = tmp_path / "served.duckdb"  # a copy: an AppTest of this process may hold the module's file open
+    shutil.copyfile(db, served)
+    with serve_app(served, tmp_path / "uploads") as app, sync_playwright() as p:
         browser = launch(p)
         page = browser.new_page(viewport={"width": 1600, "height": 1200})
         page.goto(f"{app.url}/cluster")  # the page's URL path (st.Page of 11_cluster.py)
