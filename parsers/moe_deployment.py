@@ -24,6 +24,7 @@ from diag.errors import BadInputError
 from parsers._base import ParseContext, ParseResult, Probe
 
 NAME = re.compile(r"(prefill|decode)_global_deployment\.json$")
+INT32_MAX = 2**31 - 1
 
 
 class ExpertDeploymentParser:
@@ -40,18 +41,24 @@ class ExpertDeploymentParser:
         try:
             doc = json.loads(ctx.path.read_bytes().decode("utf-8-sig"))
             layer_list = doc["layer_list"]
-        except (ValueError, KeyError, TypeError) as exc:
-            raise BadInputError(ctx.display, f"not an expert deployment JSON: {exc}") from None
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:
+            raise BadInputError(ctx.display, f"not an expert deployment JSON: {type(exc).__name__}") from None
+        if not isinstance(layer_list, list):
+            raise BadInputError(ctx.display, "layer_list is not a list")
         rows: list[tuple[int, int, int, int]] = []  # layer, expert, rank, slot
         for i, layer in enumerate(layer_list):
             try:
                 for device in layer["device_list"]:
                     for slot, expert in enumerate(device["device_expert"]):
                         rows.append((int(layer["layer_id"]), int(expert), int(device["device_id"]), slot))
-            except (KeyError, TypeError, ValueError) as exc:
+            except (KeyError, TypeError, ValueError, OverflowError) as exc:
                 raise BadInputError(
                     ctx.display, f"layer_list[{i}]: {exc!r} missing or not a number"
                 ) from None
+        if any(not 0 <= v <= INT32_MAX for row in rows for v in row):
+            raise BadInputError(
+                ctx.display, "a layer, device or expert id out of range (negative or beyond 2^31)"
+            )
         if not rows:
             raise BadInputError(ctx.display, "layer_list names no expert")
         cols = list(zip(*rows, strict=True))

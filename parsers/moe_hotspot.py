@@ -27,8 +27,9 @@ from diag.errors import BadInputError
 from parsers._base import ParseContext, ParseResult, Probe
 
 NAME = re.compile(r"(prefill|decode)_([0-9]{1,4})\.csv$")
-ROW = re.compile(r"^\s*\d+(\s*,\s*\d+)*\s*,?\s*$")
+ROW = re.compile(r"^\s*\d{1,19}(\s*,\s*\d{1,19})*\s*,?\s*$")  # ≤ 19 digits: a 64-bit count
 MODEL_CONFIG = "model_gen_config.json"
+INT64_MAX, INT32_MAX = 2**63 - 1, 2**31 - 1
 
 
 def _layers_kept(ctx: ParseContext) -> int | None:
@@ -68,7 +69,13 @@ class ExpertHotspotParser:
         if not lines:
             raise BadInputError(ctx.display, "no rows of token counts")
         rows = [[int(c) for c in line.strip().rstrip(",").split(",")] for _, line in lines]
+        if max(max(r) for r in rows) > INT64_MAX:
+            raise BadInputError(
+                ctx.display, "a token count beyond 64-bit integers: not an expert hotspot file"
+            )
         per_rank = len(rows[0])
+        if (rank + 1) * per_rank > INT32_MAX:
+            raise BadInputError(ctx.display, f"rank {rank} × {per_rank} experts is beyond an expert id")
         for (n, _), row in zip(lines, rows, strict=True):
             if len(row) != per_rank:
                 raise BadInputError(
