@@ -25,7 +25,10 @@ GMM_NS_PER_TOKEN = 40  # GroupedMatmul time per routed token (ns)
 GMM_FIXED_NS = 30_000
 OTHER_COMPUTE_NS = 2_000_000  # attention etc. per layer, the same on every rank
 TOKENS_PER_EXPERT = 400  # mean tokens per expert, layer and step
-KERNEL_HEADER = "Step Id,Name,Type,Accelerator Core,Start Time(us),Duration(us),Wait Time(us),Block Dim"
+KERNEL_HEADER = (
+    "Step Id,Name,Type,Accelerator Core,Start Time(us),Duration(us),Wait Time(us),Block Dim,Input Shapes"
+)
+HIDDEN, INTER = 7168, 2048  # x is tokens × hidden; the weight experts × hidden × inter; then the group list
 
 
 def _tokens(rng: random.Random, layers: int, experts: int, hot: tuple[int, int], factor: float) -> list:
@@ -51,18 +54,21 @@ def _layer_ops(rng, members, gmm: list[int], gid: str, seq: int) -> list[gc.OpRe
     return ops
 
 
-def _kernel_rows(step: int, t0: int, layer_gmm: list[int], ops: list[gc.OpRec]) -> tuple[list[str], int]:
+def _kernel_rows(
+    step: int, t0: int, layer_gmm: list[int], ops: list[gc.OpRec], rows_x: list[int], experts: int
+):
     """One rank's kernel_details rows of one step (GroupedMatmul, then its all-to-all, per layer)."""
     rows, t = [], t0 + gc.PREP_NS
-    for gmm, op in zip(layer_gmm, ops, strict=True):
+    for gmm, op, x in zip(layer_gmm, ops, rows_x, strict=True):
         t += OTHER_COMPUTE_NS
+        shapes = f'"{x},{HIDDEN};{experts},{HIDDEN},{INTER};{experts}"'
         rows.append(f"{step},aclnnGroupedMatmulV4_GroupedMatmul_GroupedMatmul,GroupedMatmul,AI_CORE,"
-                    f"{t / 1000:.3f},{gmm / 1000:.3f},0,24")  # fmt: skip
+                    f"{t / 1000:.3f},{gmm / 1000:.3f},0,24,{shapes}")  # fmt: skip
         t += gmm
         op.start_ns = t - t % 500
         dur = op.transit_ns + op.wait_ns + op.idle_ns
         rows.append(f"{step},{op.name},hcom_alltoallv_,COMMUNICATION,{op.start_ns / 1000:.3f},"
-                    f"{dur / 1000:.3f},{op.wait_ns / 1000:.3f},N/A")  # fmt: skip
+                    f"{dur / 1000:.3f},{op.wait_ns / 1000:.3f},N/A,")  # fmt: skip
         t = op.start_ns + dur
     return rows, t
 
@@ -105,7 +111,11 @@ def generate_moe(
         t0 = gc.T0_NS + s * 60_000_000
         for r in range(ranks):
             ops = [by_layer[layer][r] for layer in range(layers)]
-            rows, _ = _kernel_rows(s + 1, t0, gmm[r], ops)
+            mine = [
+                sum(tokens[layer][r * experts_per_rank : (r + 1) * experts_per_rank])
+                for layer in range(layers)
+            ]
+            rows, _ = _kernel_rows(s + 1, t0, gmm[r], ops, mine, experts_per_rank)
             kernels[r].extend(rows)
             compute = sum(gmm[r]) + layers * OTHER_COMPUTE_NS
             line, _rec = gc._step_row(r, ranks, s + 1, compute, ops, gc.FREE_NS)

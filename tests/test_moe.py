@@ -150,6 +150,22 @@ def test_diag_moe_json_names_the_hot_expert_its_rank_and_the_wait(moe_job):
     assert "dynamic_eplb" in text and "None" not in text
 
 
+def test_grouped_matmul_tokens_per_rank_as_msprof_analyze_counts_them(moe_job):
+    """ep_load_balance: per GroupedMatmul, Σ first dims of all but the last two input tensors; summed per rank."""
+    db, truth = moe_job
+    _, out = cli_json("moe", "--db", str(db))
+    root = Path(query(db, "SELECT source FROM jobs")[0][0])
+    for r in out["ranks"]:
+        path = next(
+            root.glob(f"**/{truth['run_dirs'][str(r['rank'])]}/ASCEND_PROFILER_OUTPUT/kernel_details.csv")
+        )
+        with open(path, newline="") as fh:
+            shapes = [row["Input Shapes"] for row in csv.DictReader(fh) if row["Type"] == "GroupedMatmul"]
+        want = sum(int(s.split(";")[0].split(",")[0]) for s in shapes) / truth["steps"]
+        assert r["grouped_matmul_tokens"] == round(want)
+        assert r["grouped_matmul_tokens"] == round(r["tokens"] / truth["steps"])  # the hotspot file agrees
+
+
 def test_usage_errors_are_one_line_exit_2(moe_job):
     db, _ = moe_job
     proc = run_cli("moe", "--db", str(db), "--job", "1", "--run", "1")

@@ -9,6 +9,11 @@ rules/op_classes.csv: ``moe_gemm`` is GroupedMatmul / fused-MoE GEMM) and collec
 * **per rank** (job only): tokens of the experts it holds; GroupedMatmul time per step against the EP group's
   median; its all-to-all *wait* per step: Σ ``comm_ops.wait_ns`` of its all-to-all ops (communication.json),
   else its all-to-all / dispatch-combine kernel time per step beyond the fastest rank's.
+* **GroupedMatmul tokens** (job only): msprof-analyze's ``ep_load_balance`` recipe (``Ascend/mstt``
+  ``profiler/msprof_analyze/cluster_analyse/recipes/ep_load_balance``, ``prof_exports/ep_load_balance_ecport.py``)
+  reads every ``GroupedMatmul``'s input shapes (COMPUTE_TASK_INFO.inputShapes of the profiler db) and takes, per
+  op, the sum of the first dimension of all but the last two non-empty tensors (the token rows of x); per rank
+  the sum over its ops.  Read here from ``kernels.input_shapes`` (kernel_details.csv / the db), per step.
 * **finding** (job only, category ``moe``, owner ``config`` in the evidence): the hottest expert, the rank that
   holds it, the wait of the other ranks, and the time to gain if balanced: the hot rank's GroupedMatmul per step
   − the group's median.  Without a multi-rank job (one run, or runs merely sharing a folder) the load figures
@@ -32,6 +37,12 @@ from diag.store import Store, q
 
 ADVICE = Path(__file__).resolve().parent.parent / "rules" / "moe_advice.toml"
 _ALLTOALL = "regexp_matches(lower(op_name), 'all_?to_?all')"
+# ep_load_balance's token count of one GroupedMatmul: Σ first dims of all but the last two non-empty tensors
+_PARTS = "list_filter(string_split(input_shapes, ';'), lambda x: trim(x) <> '')"
+_GMM_TOKENS = (
+    f"CASE WHEN len({_PARTS}) > 1 THEN list_sum(list_transform(list_slice({_PARTS}, 1, len({_PARTS}) - 2), "
+    "lambda x: TRY_CAST(split_part(trim(x), ',', 1) AS BIGINT))) END"
+)
 
 
 @dataclass
@@ -121,21 +132,25 @@ def _ranks(
                         sum(dur_ns) FILTER (WHERE class = 'moe_gemm') AS gmm,
                         sum(dur_ns) FILTER (WHERE class IN ('moe_alltoall', 'moe_dispatch_combine')) AS a2a
                  FROM d GROUP BY run_id),
+           t AS (SELECT run_id, sum(tok) / greatest(count(DISTINCT step), 1) AS tokens
+                 FROM (SELECT run_id, step, {_GMM_TOKENS} AS tok FROM kernels
+                       WHERE run_id IN ({ids}) AND (op_type = 'GroupedMatmul' OR name ILIKE '%groupedmatmul%'))
+                 GROUP BY run_id),
            c AS (SELECT run_id, sum(wait_ns) AS wait, greatest(count(DISTINCT step), 1) AS steps
                  FROM comm_ops WHERE run_id IN ({ids}) AND {_ALLTOALL} GROUP BY run_id)
-      SELECT r.run_id, r.rank::INTEGER, k.gmm / k.steps, k.a2a / k.steps, c.wait / c.steps
-      FROM runs r LEFT JOIN k USING (run_id) LEFT JOIN c USING (run_id)
+      SELECT r.run_id, r.rank::INTEGER, k.gmm / k.steps, k.a2a / k.steps, c.wait / c.steps, t.tokens
+      FROM runs r LEFT JOIN k USING (run_id) LEFT JOIN c USING (run_id) LEFT JOIN t USING (run_id)
       WHERE r.run_id IN ({ids}) ORDER BY r.rank, r.run_id""")  # fmt: skip
     tokens: dict[int, int] = {}
     for x in rank_tokens:
         tokens[x["rank"]] = tokens.get(x["rank"], 0) + x["tokens"]
-    gmms = [g for _, _, g, _, _ in rows if g is not None]
+    gmms = [g for _, _, g, *_ in rows if g is not None]
     median = statistics.median(gmms) if gmms else None
-    has_comm = any(w is not None for *_, w in rows)
-    a2as = [a for _, _, _, a, _ in rows if a is not None]
+    has_comm = any(w is not None for *_, w, _ in rows)
+    a2as = [a for _, _, _, a, *_ in rows if a is not None]
     fastest = min(a2as) if a2as else None
     out = []
-    for run_id, rank, gmm, a2a, wait in rows:
+    for run_id, rank, gmm, a2a, wait, gmm_tokens in rows:
         excess = a2a - fastest if a2a is not None and fastest is not None else None
         w = wait if has_comm else excess
         out.append({
@@ -143,6 +158,7 @@ def _ranks(
             "grouped_matmul_ns": round(gmm) if gmm is not None else None,
             "vs_median_pct": 100.0 * (gmm - median) / median if gmm is not None and median else None,
             "alltoall_wait_ns": round(w) if w is not None else None,
+            "grouped_matmul_tokens": round(gmm_tokens) if gmm_tokens is not None else None,
         })  # fmt: skip
     source = "comm_ops" if has_comm else ("kernel_excess" if a2as else None)
     return out, source

@@ -82,10 +82,11 @@ def _print(view: MoeView) -> None:
     if any_hot:
         out.print(hot)
     if view.ranks:
-        ranks = table("rank", "run", "tokens", "GroupedMatmul / step", "vs median", "all-to-all wait / step",
-                      title=f"per rank (wait from {view.wait_source or '—'})")  # fmt: skip
+        ranks = table("rank", "run", "tokens", "GroupedMatmul tokens / step", "GroupedMatmul / step", "vs median",
+                      "all-to-all wait / step", title=f"per rank (wait from {view.wait_source or '—'})")  # fmt: skip
         for r in view.ranks:
-            ranks.add_row(cell(r["rank"]), cell(r["run_id"]), fmt_count(r["tokens"]), fmt_ns(r["grouped_matmul_ns"]),
+            ranks.add_row(cell(r["rank"]), cell(r["run_id"]), fmt_count(r["tokens"]),
+                          fmt_count(r["grouped_matmul_tokens"]), fmt_ns(r["grouped_matmul_ns"]),
                           fmt_pct(r["vs_median_pct"], signed=True), fmt_ns(r["alltoall_wait_ns"]))  # fmt: skip
         out.print(ranks)
     elif view.layers:
