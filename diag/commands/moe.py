@@ -82,7 +82,7 @@ def _print(view: MoeView) -> None:
     if any_hot:
         out.print(hot)
     if view.ranks:
-        ranks = table("rank", "run", "tokens", "GroupedMatmul tokens / step", "GroupedMatmul / step", "vs median",
+        ranks = table("rank", "run", "expert-load tokens", "GroupedMatmul tokens / step", "GroupedMatmul / step", "vs median",
                       "all-to-all wait / step", title=f"per rank (wait from {view.wait_source or '—'})")  # fmt: skip
         for r in view.ranks:
             ranks.add_row(cell(r["rank"]), cell(r["run_id"]), fmt_count(r["tokens"]),
