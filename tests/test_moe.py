@@ -183,25 +183,32 @@ def test_one_run_keeps_its_expert_load_but_makes_no_cross_rank_claim(moe_job):
     assert layer["experts"] == 8 and [h["expert"] for h in layer["hot"]] == [truth["hot"]["expert"]]
 
 
-def test_runs_sharing_a_folder_but_not_grouped_get_no_cross_rank_finding(tmp_path):
-    """Two copies of the job (one byte apart) overlap in time: ranks 0, 0, 1, 1 … — diag.grouping forms no job."""
-    from sample_traces._moe import generate_moe
-
-    generate_moe(tmp_path / "a" / "job", steps=1, seed=3)
-    shutil.copytree(tmp_path / "a" / "job", tmp_path / "b" / "job")
-    for info in (tmp_path / "b" / "job").glob("rank*/profiler_info_*.json"):
-        info.write_text(info.read_text() + "\n")
-    db = tmp_path / "x.duckdb"
+def test_runs_sharing_a_folder_but_not_grouped_get_no_cross_rank_finding(moe_job, tmp_path):
+    """Ranks 0 and the hot rank, twice (one byte apart), overlap in time: ranks 0, 0, 5, 5 — which goes with which
+    the data cannot say, so diag.grouping forms no job, and no rank is compared with another."""
+    from diag.analyses.moe import moe_view
     from diag.store import Store
 
-    with Store(db) as store:
+    db, truth = moe_job
+    root = Path(query(db, "SELECT source FROM jobs")[0][0])
+    for copy in ("a", "b"):
+        for rank in (0, truth["hot"]["rank"]):
+            name = truth["run_dirs"][str(rank)]
+            shutil.copytree(root / name, tmp_path / copy / name)
+            if copy == "b":
+                info = tmp_path / copy / name / f"profiler_info_{rank}.json"
+                info.write_text(info.read_text() + "\n")
+    other = tmp_path / "x.duckdb"
+    with Store(other) as store:
         ingest_into(store, [tmp_path / "a", tmp_path / "b"])
-    jobs = [j for (j,) in query(db, "SELECT job_id FROM jobs ORDER BY job_id")]
-    assert len(jobs) == 16
-    for job in jobs:
-        code, out = cli_json("moe", "--db", str(db), "--job", str(job))
-        assert code == 0 and out["findings"] == [] and out["ranks"] == []
-        assert out["layers"]  # each run still has its own load figures
+    jobs = [j for (j,) in query(other, "SELECT job_id FROM jobs ORDER BY job_id")]
+    assert len(jobs) == 4
+    with Store(other, read_only=True) as store:
+        views = [moe_view(store, job_id=j) for j in jobs]
+    assert [(v.multi_rank, v.ranks, v.findings) for v in views] == [(False, [], [])] * 4
+    assert all(v.layers for v in views)  # each run still has its own load figures
+    code, out = cli_json("moe", "--db", str(other))
+    assert code == 0 and out["findings"] == [] and out["ranks"] == [] and out["layers"]
 
 
 def test_gini_and_cv_against_an_independent_computation(moe_job):
