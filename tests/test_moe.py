@@ -150,10 +150,19 @@ def test_diag_moe_json_names_the_hot_expert_its_rank_and_the_wait(moe_job):
     assert "dynamic_eplb" in text and "None" not in text
 
 
+def _moe_json(db: Path, **scope: int) -> dict:
+    """What ``diag moe --json`` prints, computed in-process (a CLI call costs seconds on a loaded machine)."""
+    from diag.analyses.moe import moe_view
+    from diag.store import Store
+
+    with Store(db, read_only=True) as store:
+        return json.loads(json.dumps(moe_view(store, **scope).to_json()))
+
+
 def test_grouped_matmul_tokens_per_rank_as_msprof_analyze_counts_them(moe_job):
     """ep_load_balance: per GroupedMatmul, Σ first dims of all but the last two input tensors; summed per rank."""
     db, truth = moe_job
-    _, out = cli_json("moe", "--db", str(db))
+    out = _moe_json(db, job_id=1)
     root = Path(query(db, "SELECT source FROM jobs")[0][0])
     for r in out["ranks"]:
         path = next(
@@ -166,19 +175,21 @@ def test_grouped_matmul_tokens_per_rank_as_msprof_analyze_counts_them(moe_job):
         assert r["grouped_matmul_tokens"] == round(r["tokens"] / truth["steps"])  # the hotspot file agrees
 
 
-def test_usage_errors_are_one_line_exit_2(moe_job):
+def test_usage_errors_are_one_line_exit_2(moe_job, capsys):
+    from diag.cli import main
+
     db, _ = moe_job
-    proc = run_cli("moe", "--db", str(db), "--job", "1", "--run", "1")
-    assert (proc.returncode, proc.stderr) == (2, "diag: error: give --job or --run, not both\n")
-    proc = run_cli("moe", "--db", str(db), "--job", "99")
-    assert proc.returncode == 2 and proc.stderr.startswith("diag: error: no job 99 in ")
+    assert main(["moe", "--db", str(db), "--job", "1", "--run", "1"]) == 2
+    assert capsys.readouterr().err == "diag: error: give --job or --run, not both\n"
+    assert main(["moe", "--db", str(db), "--job", "99"]) == 2
+    assert capsys.readouterr().err == f"diag: error: no job 99 in {db} (see `diag runs` / `diag cluster`)\n"
 
 
 def test_one_run_keeps_its_expert_load_but_makes_no_cross_rank_claim(moe_job):
     db, truth = moe_job
     hot_run = next(r for (r,) in query(db, "SELECT run_id FROM runs WHERE rank = ?", [truth["hot"]["rank"]]))
-    code, out = cli_json("moe", "--db", str(db), "--run", str(hot_run))
-    assert code == 0 and out["ranks"] == [] and out["findings"] == []
+    out = _moe_json(db, run_id=hot_run)
+    assert out["ranks"] == [] and out["findings"] == []
     layer = next(x for x in out["layers"] if x["layer"] == truth["hot"]["layer"])
     assert layer["experts"] == 8 and [h["expert"] for h in layer["hot"]] == [truth["hot"]["expert"]]
 
@@ -213,7 +224,7 @@ def test_runs_sharing_a_folder_but_not_grouped_get_no_cross_rank_finding(moe_job
 
 def test_gini_and_cv_against_an_independent_computation(moe_job):
     db, _ = moe_job
-    _, out = cli_json("moe", "--db", str(db))
+    out = _moe_json(db, job_id=1)
     rows = query(db, "SELECT layer, tokens FROM expert_load WHERE phase = 'prefill' ORDER BY layer, tokens")
     for layer in out["layers"]:
         xs = [t for lay, t in rows if lay == layer["layer"]]
