@@ -21,6 +21,7 @@ from diag.analyses import cpu_fallback, kernel_summary, log_diagnosis, postmorte
 from diag.analyses import findings as findings_analysis
 from diag.analyses import memory as memory_analysis
 from diag.analyses import memory_logs as memory_logs_analysis
+from diag.analyses import moe as moe_analysis
 from diag.analyses import postmortem as postmortem_analysis
 from diag.analyses import serving as serving_analysis
 from diag.analyses import timeline as tl_analysis
@@ -143,6 +144,16 @@ def jobs(fp: str) -> list[dict]:
 @st.cache_data(show_spinner="Analysing the job's ranks…", max_entries=16)
 def cluster(fp: str, job_id: int) -> cluster_analysis.ClusterView:
     return cluster_analysis.cluster_view(store(), job_id)
+
+
+@st.cache_data(show_spinner="Analysing the job's expert load…", max_entries=16)
+def moe(fp: str, job_id: int) -> moe_analysis.MoeView:
+    return moe_analysis.moe_view(store(), job_id=job_id)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def moe_grid(fp: str, job_id: int, phase: str | None) -> list[tuple[int, int, int]]:
+    return moe_analysis.load_grid(store(), job_id, phase)
 
 
 def open_run(run_id: int) -> None:

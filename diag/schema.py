@@ -554,6 +554,33 @@ TABLES: tuple[Table, ...] = (
         per_file=False,
     ),
     Table(
+        "expert_load",
+        "MoE expert load: tokens routed to each expert of each MoE layer (expert hotspot files, parsers/moe_*)",
+        _OWNER
+        + (
+            _c("source", "VARCHAR", "msinsight_hotspot (…/{prefill|decode}_<rank>.csv)"),
+            _c("layer", "INTEGER", "MoE layer index as the file counts it (dense layers not counted)"),
+            _c("expert", "INTEGER", "global expert id (the file's rank × experts per rank + column)"),
+            _c("rank", "INTEGER", "EP rank that holds the expert; NULL when not known"),
+            _c("phase", "VARCHAR", "prefill | decode | NULL"),
+            _c("step", "BIGINT", "collection step, NULL when the file has one snapshot"),
+            _c("tokens", "BIGINT", "tokens routed to the expert (visits)"),
+        ),
+    ),
+    Table(
+        "expert_placement",
+        "MoE expert placement: which EP rank holds which expert of each layer ({phase}_global_deployment.json)",
+        _OWNER
+        + (
+            _c("phase", "VARCHAR", "prefill | decode"),
+            _c("layer", "INTEGER"),
+            _c("expert", "INTEGER", "global expert id"),
+            _c("rank", "INTEGER", "device_id of the deployment (EP rank)"),
+            _c("slot", "INTEGER", "position in the rank's device_expert list"),
+            _c("replica", "INTEGER", "0 for the first copy of an expert in the layer, 1… for redundant ones"),
+        ),
+    ),
+    Table(
         "counters",
         "counter samples of the trace (AI Core Freq, NPU MEM, HBM, LLC, QoS …)",
         _OWNER

@@ -20,6 +20,8 @@ from parsers import (
     ascend_trace_view,
     cann_log,
     kineto_trace,
+    moe_deployment,
+    moe_hotspot,
     msprof_analysis_db,
     msprof_csv,
     ncu_csv,
@@ -55,6 +57,8 @@ PARSERS: tuple[Parser, ...] = (
     nsys_stats_csv.PARSER,
     ncu_csv.PARSER,
     nsight_report.PARSER,  # after the CUDA exports: a renamed export is read, only binary reports refused
+    moe_hotspot.PARSER,  # {prefill|decode}_<rank>.csv of integers (expert hotspot): name and content
+    moe_deployment.PARSER,  # {prefill|decode}_global_deployment.json with layer_list
     serving_bench.PARSER,  # serving results (text blocks, AISBench tables, JSON): before the log parser
     cann_log.PARSER,  # last: logs are claimed by content only when no export parser took the file
 )

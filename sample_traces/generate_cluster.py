@@ -385,7 +385,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--slow-factor", type=float, default=1.15, help="its computing × this")
     p.add_argument("--slow-link", type=int, nargs=2, default=None, metavar=("SRC", "DST"))
     p.add_argument("--slow-link-gbps", type=float, default=5.0)
+    p.add_argument("--moe", action="store_true", help="an EP=8 MoE job with a hot expert instead (_moe.py)")
     a = p.parse_args(argv)
+    if a.moe:
+        return _main_moe(a.out_dir, a.steps, a.seed)
     t0 = time.perf_counter()
     truth = generate(a.out_dir, a.ranks, a.steps, a.tp, a.seed, a.slow_rank, a.slow_factor,
                      tuple(a.slow_link) if a.slow_link else None, a.slow_link_gbps)  # fmt: skip
@@ -396,6 +399,17 @@ def main(argv: list[str] | None = None) -> int:
         f"slow link {sl['src_rank']}->{sl['dst_rank']} {sl['transport']}: {sl['bandwidth_gbps']:.2f} GB/s "
         f"(median {sl['median_rdma_gbps_of_group']:.2f})"
     )
+    return 0
+
+
+def _main_moe(out: Path, steps: int, seed: int) -> int:
+    if __package__ in (None, ""):  # run as a script: the repository root makes sample_traces importable
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from sample_traces._moe import generate_moe
+
+    h = generate_moe(out, steps=steps, seed=seed)["hot"]
+    print(f"EP=8 MoE job -> {out}: expert {h['expert']} of layer {h['layer']} on rank {h['rank']}, "
+          f"{h['ratio']:.1f}x the mean tokens")  # fmt: skip
     return 0
 
 

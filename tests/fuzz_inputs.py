@@ -119,6 +119,11 @@ def build_seeds(work: Path) -> dict[str, Seed]:
         "msprof_step_trace": (MSPROF / "step_trace_20250110120005.csv", "PROF_1/mindstudio_profiler_output"),
         "ascend_profiler_db": (_msprof_db(work / "msprof_20250110130005.db"), "PROF_2"),
         "serving_bench": (FIXTURES / "serving" / "ok_vllm_sweep_ascend_910b3.txt", ""),
+        "moe_hotspot": (FIXTURES / "moe" / "msinsight" / "decode_0.csv", "expert_hotspot"),  # #22
+        "moe_deployment": (
+            FIXTURES / "moe" / "msinsight" / "prefill_global_deployment.json",
+            "expert_hotspot",
+        ),
     }
     if ANALYSIS_DB.is_file():
         files["ascend_analysis_db"] = (ANALYSIS_DB, OUT)

@@ -34,7 +34,7 @@ def test_every_class_but_other_has_a_rule_on_each_side():
     [
         ("aclnnMatmul_MatMulV3Common_MatMulV3", "MatMulV3", "ascend", "gemm"),
         ("aclnnInplaceCopy_TensorMove", None, "ascend", "memcpy"),  # no type: the name decides
-        ("anything", "MoeInitRoutingV2", "ascend", "moe_routing"),
+        ("anything", "MoeInitRoutingV2", "ascend", "moe_permute"),  # token permute, not the router (#22)
         ("hcom_allReduce__868_0_1", "hcom_allReduce_", "ascend", "communication"),
         ("FusedInferAttentionScore", "FusedInferAttentionScore", "ascend", "attention_prefill"),
         ("AddRmsNorm", "AddRmsNorm", "ascend", "norm"),  # not elementwise 'Add'

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app import cluster_widgets as cw
-from app import data, state, widgets
+from app import data, moe_widgets, state, widgets
 from app.tables import show_table
 from diag.grouping import describe_grouping
 
@@ -135,3 +135,5 @@ with tab_links:
     if view.transports:
         st.caption("Bandwidth per rank and transport (communication.json)")
         show_table(cw.transports_frame(view))
+
+moe_widgets.section(data.moe(fp, job_id), lambda phase: data.moe_grid(fp, job_id, phase))  # MoE (#22)

@@ -23,6 +23,7 @@ CLASSES = (
     "rope", "activation", "softmax", "sampling", "quantisation", "layout_cast", "elementwise", "reduce",
     "memcpy", "memset", "communication", "embedding", "other",
 )  # fmt: skip
+CLASSES = (*CLASSES[:-1], "moe_permute", "moe_dispatch_combine", "moe_alltoall", "other")  # MoE (#22)
 PLATFORMS = ("cuda", "ascend")
 OTHER = "other"
 

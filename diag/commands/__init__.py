@@ -9,3 +9,6 @@ from diag.commands import memory as memory_cmd
 COMMANDS = (ingest, runs, findings, cluster, compare, accept, logs, report, sql, export, app)
 COMMANDS = (*COMMANDS, memory_cmd)  # a line of its own: commands added in parallel merge apart
 COMMANDS = (*COMMANDS, env)
+from diag.commands import moe as moe_cmd  # noqa: E402 - a line of its own: commands added in parallel merge apart
+
+COMMANDS = (*COMMANDS, moe_cmd)  # diag moe (#22)
