@@ -105,6 +105,10 @@ def owner_of(changes: list[dict[str, str]]) -> dict[str, Any]:
         }
     steps = []
     for kind in kinds:
-        names = ", ".join(f"{c['label']} {c['before']}" for c in changes if c["kind"] == kind)
+        names = ", ".join(
+            f"{c['label']} {'unset' if c['before'] == '—' else c['before']}"
+            for c in changes
+            if c["kind"] == kind
+        )
         steps.append({"owner": kind, "step": STEP_TEXT[kind].format(names=names)})
     return {"owner": kinds[0], "owner_reason": sentence(changes), "owner_steps": steps}
