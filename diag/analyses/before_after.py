@@ -19,7 +19,7 @@ from typing import Any
 
 from diag.analyses import before_after_env as env
 from diag.analyses.findings import Finding, _severity, thresholds
-from diag.analyses.ops import _class_case, _key, figures_table, op_table, platform_of, rows_sql
+from diag.analyses.ops import NONE, _class_case, _key, figures_table, op_table, platform_of, rows_sql
 from diag.analyses.stall_breakdown import BUCKET_LABELS, BUCKETS, Breakdown, breakdown
 from diag.store import Store
 
@@ -52,6 +52,8 @@ def platform_name(store: Store, run_id: int) -> str:
 def _step_spread(store: Store, run_id: int, by: str) -> tuple[int, dict[str, float]]:
     """(steps with kernels, key -> standard error of the key's per-step total in ns); one query."""
     table, platform = figures_table(store, run_id), platform_of(store, run_id)
+    if table == NONE:  # no kernels (a run of versions and settings only)
+        return 0, {}
     key = "op_class" if by == "class" else _key(by)
     sql = f"""
         WITH r AS ({rows_sql(table, platform)}),
@@ -171,7 +173,8 @@ def _sides(store: Store, run_a: int, run_b: int, sa: int, sb: int) -> dict[str, 
     }
     for tag, run_id in (("a", run_a), ("b", run_b)):
         for by in ("op", "class"):
-            side[tag][by] = {r["name"]: r for r in op_table(store, run_id, by=by)}
+            rows = op_table(store, run_id, by=by) if figures_table(store, run_id) != NONE else []
+            side[tag][by] = {r["name"]: r for r in rows}
             side["kernel_steps"][tag], side[f"se_{tag}"][by] = _step_spread(store, run_id, by)
     return side
 

@@ -1,0 +1,189 @@
+"""Before / after on the same platform (#21): two generated runs differing only in one op's duration name that op.
+
+The runs come from ``sample_traces/generate.py`` with one seed; ``sample_traces/_before_after.py`` scales the
+MatMulV2 kernels of the copy by 1.2 in kernel_details.csv and trace_view.json and edits its recorded CANN version.
+A run with another seed is the same workload with other step-to-step noise; a 2-step pair has no spread.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from diag.analyses.before_after import CANNOT_TELL, SLOWER, before_after, before_after_findings
+from diag.store import Store
+from sample_traces._before_after import another_capture, edit_environment, scale_op
+from sample_traces.generate import generate
+from tests.conftest import FIXTURES, cli_json, ingest_into, open_page, run_cli
+
+FACTOR = 1.2
+OP = "MatMulV2"
+
+
+def _generated(root: Path, name: str, *, seed: int = 3, steps: int = 5) -> Path:
+    generate(root / name, steps=steps, layers=2, ranks=1, seed=seed)
+    (root / name / "ground_truth.json").unlink()
+    return next((root / name).glob("rank*_ascend_pt"))
+
+
+def _slower_copy(src: Path, root: Path, name: str, **fields: str) -> Path:
+    dst = root / name / src.name
+    shutil.copytree(src, dst)
+    scale_op(dst, OP, FACTOR)
+    edit_environment(dst, fields, {})
+    return dst
+
+
+@pytest.fixture(scope="module")
+def pair_db(tmp_path_factory) -> tuple[Path, dict[str, int]]:  # noqa: ANN001
+    """before, after (MatMulV2 × 1.2, CANN 8.0.RC3 → 8.1.RC1), noise (another seed), short / short_after (2 steps)."""
+    root = tmp_path_factory.mktemp("before_after")
+    before = _generated(root, "before")
+    dirs = {
+        "before": before,
+        "after": _slower_copy(before, root, "after", cann_version="8.1.RC1"),
+        "noise": _generated(root, "noise", seed=4),
+    }
+    dirs["short"] = _generated(root, "short", steps=2)
+    dirs["short_after"] = _slower_copy(dirs["short"], root, "short_after")
+    db = root / "pair.duckdb"
+    run: dict[str, int] = {}
+    with Store(db) as store:
+        for name, path in dirs.items():  # one at a time: each is the newest run after its ingest
+            ingest_into(store, [path])
+            run[name] = store.cursor().execute("SELECT max(run_id) FROM runs").fetchall()[0][0]
+    assert sorted(run.values()) == [1, 2, 3, 4, 5]
+    return db, run
+
+
+def test_the_scaled_op_is_the_one_regression_with_its_percent(pair_db):
+    db, run = pair_db
+    with Store(db, read_only=True) as store:
+        result = before_after(store, run["before"], run["after"])
+    significant = [r for r in result["ops"] if r["significant"]]
+    assert [(r["name"], r["verdict"]) for r in significant] == [(OP, SLOWER)]
+    assert significant[0]["delta_pct"] == pytest.approx(100 * (FACTOR - 1), abs=1.0)
+    assert significant[0]["calls_per_step_a"] == significant[0]["calls_per_step_b"] == 9.0
+    assert [r["name"] for r in result["classes"] if r["significant"]] == ["gemm"]
+    assert (result["steps_a"], result["steps_b"], result["only_a"], result["only_b"]) == (5, 5, [], [])
+    assert result["environment"]["changes"] == [
+        {"key": "cann_version", "label": "CANN", "before": "8.0.RC3", "after": "8.1.RC1", "kind": "stack"}
+    ]
+    assert result["environment"]["owner"] == "stack"
+    assert result["answer"] == (
+        "MatMulV2 is 20.0 % slower after (0.13 ms per step, beyond the step-to-step spread of 0.02 ms); "
+        "between these runs CANN changed 8.0.RC3 → 8.1.RC1 (stack)"
+    )
+
+
+def test_an_identical_pair_and_a_noise_only_pair_have_nothing_significant(pair_db):
+    db, run = pair_db
+    with Store(db, read_only=True) as store:
+        same = before_after(store, run["before"], run["before"])
+        noise = before_after(store, run["before"], run["noise"])
+    for result in (same, noise):
+        assert result["can_tell"] and not [
+            r["name"] for r in result["ops"] + result["classes"] if r["significant"]
+        ]
+    assert same["answer"] == (
+        "no op changed beyond the step-to-step spread; no recorded version or setting differs: the change is in "
+        "the code or the input"
+    )
+    assert same["environment"]["owner"] == noise["environment"]["owner"] == "code"
+    assert max(abs(r["delta_pct"]) for r in noise["ops"]) > 0  # the seeds do differ: noise, not a copy
+
+
+def test_two_steps_cannot_tell(pair_db):
+    db, run = pair_db
+    with Store(db, read_only=True) as store:
+        result = before_after(store, run["short"], run["short_after"])
+        assert before_after_findings(store, run["short"], run["short_after"]) == []
+    assert not result["can_tell"] and {r["verdict"] for r in result["ops"]} == {CANNOT_TELL}
+    assert result["answer"].startswith(
+        "cannot tell: 2 steps before, 2 after (at least 3 steps on each side give the step-to-step spread)"
+    )
+
+
+def test_the_regression_finding_carries_the_owner(pair_db):
+    db, run = pair_db
+    with Store(db, read_only=True) as store:
+        (finding,) = before_after_findings(store, run["before"], run["after"])
+    js = finding.to_json()
+    assert (js["category"], js["owner"], js["run_id"], js["evidence"]["op"]) == (
+        "regression",
+        "stack",
+        run["after"],
+        OP,
+    )
+    assert [s["owner"] for s in js["owner_steps"]] == ["stack"]
+    assert js["title"] == "MatMulV2 20.0 % slower than run 1: +0.130 ms per step"
+
+
+def test_cli_prints_the_before_after_view_and_json_adds_the_key(pair_db):
+    db, run = pair_db
+    a, b = str(run["before"]), str(run["after"])
+    proc = run_cli("compare", a, b, "--db", str(db), check=True)
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("MatMulV2 is 20.0 % slower after (0.13 ms per step")
+    row = next(line for line in lines if line.startswith("│ MatMulV2"))
+    assert [c.strip() for c in row.strip("│").split("│")] == [
+        "MatMulV2", "gemm", "9.0", "0.648", "0.778", "+0.130", "+20.0%", "0.017", "slower"
+    ]  # fmt: skip
+    assert any(line.replace(" ", "") == "│CANN│8.0.RC3│8.1.RC1│stack│" for line in lines)
+    code, out = cli_json("compare", a, b, "--db", str(db))
+    assert code == 0 and {"classes", "overall", "warnings", "biggest_loss"} <= set(out)  # the keys of today
+    assert out["before_after"]["answer"] == lines[0]
+    assert [r["name"] for r in out["before_after"]["ops"] if r["significant"]] == [OP]
+
+
+def test_page_draws_the_before_after_section(pair_db, monkeypatch):
+    db, run = pair_db
+    at = open_page(monkeypatch, db, "app_pages/08_compare.py")
+    assert (at.selectbox(key="cmp_a").value, at.selectbox(key="cmp_b").value) == (run["before"], run["after"])
+    assert "Before / after" in [s.value for s in at.subheader]
+    assert any(m.value.startswith("MatMulV2 is 20.0 % slower after") for m in at.markdown)
+    ops = next(df.value for df in at.dataframe if "verdict" in df.value.columns)
+    assert ops[["op", "Δ %", "verdict"]].values.tolist() == [[OP, 20.0, "slower"]]
+
+
+# -- the environment diff on a real profiler_info / profiler_metadata pair -----------------------------------
+
+
+def _env_copy(root: Path, name: str, info: dict[str, str], env: dict[str, str]) -> Path:
+    dst = root / name / "rank_0_ascend_pt"
+    shutil.copytree(FIXTURES / "env" / "supported" / "rank_0_ascend_pt", dst)
+    edit_environment(dst, info, {"USER": name, **env})  # USER: no prefix diag reads; keeps each copy distinct
+    if name == "after":
+        another_capture(dst)  # a second capture: its own profiler_info, its own run
+    return dst
+
+
+@pytest.mark.parametrize(
+    ("info", "env", "owner", "steps", "sentence"),
+    [
+        ({"cann_version": "8.1.RC1"}, {}, "stack", ["stack"], "CANN changed 8.3.RC1 → 8.1.RC1 (stack)"),
+        ({}, {"HCCL_BUFFSIZE": "400"}, "config", ["config"], "HCCL_BUFFSIZE changed 200 → 400 (config)"),
+        (
+            {"cann_version": "8.1.RC1"},
+            {"HCCL_BUFFSIZE": "400"},
+            "config",
+            ["config", "stack"],
+            "CANN changed 8.3.RC1 → 8.1.RC1 (stack) and HCCL_BUFFSIZE 200 → 400 (config)",
+        ),
+    ],
+)
+def test_environment_diff_names_the_owner(tmp_path, info, env, owner, steps, sentence):
+    before = _env_copy(tmp_path, "before", {}, {"HCCL_BUFFSIZE": "200"})
+    after = _env_copy(tmp_path, "after", info, {"HCCL_BUFFSIZE": "200", **env})
+    assert json.loads((before / "profiler_info_0.json").read_text())["cann_version"] == "8.3.RC1"
+    with Store(tmp_path / "env.duckdb") as store:
+        ingest_into(store, [before])
+        ingest_into(store, [after])
+        result = before_after(store, 1, 2)
+    envd = result["environment"]
+    assert envd["sentence"] == f"between these runs {sentence}"
+    assert (envd["owner"], [s["owner"] for s in envd["owner_steps"]]) == (owner, steps)
+    assert result["answer"].endswith(envd["sentence"])
