@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 
 from diag.analyses.before_after import CANNOT_TELL, SLOWER, before_after, before_after_findings
+from diag.commands.compare import compare as compare_command
 from diag.store import Store
 from sample_traces._before_after import another_capture, edit_environment, scale_op
 from sample_traces.generate import generate
-from tests.conftest import FIXTURES, cli_json, ingest_into, open_page, run_cli
+from tests.conftest import FIXTURES, SAMPLES, ingest_into, open_page
 
 FACTOR = 1.2
 OP = "MatMulV2"
@@ -122,21 +123,42 @@ def test_the_regression_finding_carries_the_owner(pair_db):
     assert js["title"] == "MatMulV2 20.0 % slower than run 1: +0.130 ms per step"
 
 
-def test_cli_prints_the_before_after_view_and_json_adds_the_key(pair_db):
+def test_cli_prints_the_before_after_view_and_json_adds_the_key(pair_db, capsys):
     db, run = pair_db
-    a, b = str(run["before"]), str(run["after"])
-    proc = run_cli("compare", a, b, "--db", str(db), check=True)
-    lines = proc.stdout.splitlines()
+    compare_command(run["before"], run["after"], db=str(db), as_json=False)  # diag compare, in-process
+    lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("MatMulV2 is 20.0 % slower after (0.13 ms per step")
     row = next(line for line in lines if line.startswith("│ MatMulV2"))
     assert [c.strip() for c in row.strip("│").split("│")] == [
         "MatMulV2", "gemm", "9.0", "0.648", "0.778", "+0.130", "+20.0%", "0.017", "slower"
     ]  # fmt: skip
     assert any(line.replace(" ", "") == "│CANN│8.0.RC3│8.1.RC1│stack│" for line in lines)
-    code, out = cli_json("compare", a, b, "--db", str(db))
-    assert code == 0 and {"classes", "overall", "warnings", "biggest_loss"} <= set(out)  # the keys of today
+    assert lines[-1] == (
+        "1. (stack) pin the versions of the run before (CANN 8.0.RC3) and rerun; if the regression goes with the "
+        "new version, report it to the vendor with both profiles (diag bugreport)"
+    )
+    compare_command(run["before"], run["after"], db=str(db), as_json=True)
+    out = json.loads(capsys.readouterr().out)
+    assert {"classes", "overall", "warnings", "biggest_loss"} <= set(out)  # the keys of today stay
     assert out["before_after"]["answer"] == lines[0]
     assert [r["name"] for r in out["before_after"]["ops"] if r["significant"]] == [OP]
+
+
+def test_a_cross_platform_pair_has_no_before_after(pair_db, tmp_path, capsys):
+    """An Ascend run against a CUDA run: the view of today, ``before_after`` null in --json."""
+    db, run = pair_db
+    copy = tmp_path / "cross.duckdb"
+    shutil.copy(db, copy)
+    with Store(copy) as store:
+        ingest_into(store, [SAMPLES / "generated" / "llm_decode_cuda" / "h100_decode_tp1.pt.trace.json"])
+        cuda = store.cursor().execute("SELECT max(run_id) FROM runs").fetchall()[0][0]
+    compare_command(run["before"], cuda, db=str(copy), as_json=True)
+    out = json.loads(capsys.readouterr().out)
+    assert out["before_after"] is None and out["classes"]
+    compare_command(run["before"], cuda, db=str(copy), as_json=False)
+    text = capsys.readouterr().out.splitlines()
+    assert any(line.startswith(f"A = run {run['before']} ") for line in text)  # the class table, as today
+    assert not any("slower after" in line for line in text)
 
 
 def test_page_draws_the_before_after_section(pair_db, monkeypatch):

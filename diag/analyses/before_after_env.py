@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 from diag.analyses.postmortem_env import CHECK_KEYS, PER_RANK, environment
+from diag.store import Store
 
 STACK, CONFIG, HARDWARE, CODE = "stack", "config", "hardware", "code"
 SKIPPED = {*PER_RANK, "source", "platform"}  # different for two runs by design; the platform is equal here
@@ -66,7 +67,7 @@ def _text(value: Any) -> str:  # noqa: ANN401
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
 
 
-def environment_changes(store: Any, run_a: int, run_b: int) -> list[dict[str, str]]:  # noqa: ANN401
+def environment_changes(store: Store, run_a: int, run_b: int) -> list[dict[str, str]]:
     """Every recorded version or setting whose value differs: key, label, before, after, kind (stack | config |
     hardware); versions first, then settings, then the device."""
     before, after = _flat(environment(store, run_a)), _flat(environment(store, run_b))
