@@ -39,7 +39,7 @@ def _slower_copy(src: Path, root: Path, name: str, **fields: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def pair_db(tmp_path_factory) -> tuple[Path, dict[str, int]]:  # noqa: ANN001
+def pair_db(tmp_path_factory) -> tuple[Path, dict[str, int], dict[str, Path]]:  # noqa: ANN001
     """before, after (MatMulV2 × 1.2, CANN 8.0.RC3 → 8.1.RC1), noise (another seed), short / short_after (2 steps)."""
     root = tmp_path_factory.mktemp("before_after")
     before = _generated(root, "before")
@@ -57,11 +57,11 @@ def pair_db(tmp_path_factory) -> tuple[Path, dict[str, int]]:  # noqa: ANN001
             ingest_into(store, [path])
             run[name] = store.cursor().execute("SELECT max(run_id) FROM runs").fetchall()[0][0]
     assert sorted(run.values()) == [1, 2, 3, 4, 5]
-    return db, run
+    return db, run, dirs
 
 
 def test_the_scaled_op_is_the_one_regression_with_its_percent(pair_db):
-    db, run = pair_db
+    db, run, _ = pair_db
     with Store(db, read_only=True) as store:
         result = before_after(store, run["before"], run["after"])
     significant = [r for r in result["ops"] if r["significant"]]
@@ -81,7 +81,7 @@ def test_the_scaled_op_is_the_one_regression_with_its_percent(pair_db):
 
 
 def test_an_identical_pair_and_a_noise_only_pair_have_nothing_significant(pair_db):
-    db, run = pair_db
+    db, run, _ = pair_db
     with Store(db, read_only=True) as store:
         same = before_after(store, run["before"], run["before"])
         noise = before_after(store, run["before"], run["noise"])
@@ -98,7 +98,7 @@ def test_an_identical_pair_and_a_noise_only_pair_have_nothing_significant(pair_d
 
 
 def test_two_steps_cannot_tell(pair_db):
-    db, run = pair_db
+    db, run, _ = pair_db
     with Store(db, read_only=True) as store:
         result = before_after(store, run["short"], run["short_after"])
         assert before_after_findings(store, run["short"], run["short_after"]) == []
@@ -109,7 +109,7 @@ def test_two_steps_cannot_tell(pair_db):
 
 
 def test_the_regression_finding_carries_the_owner(pair_db):
-    db, run = pair_db
+    db, run, _ = pair_db
     with Store(db, read_only=True) as store:
         (finding,) = before_after_findings(store, run["before"], run["after"])
     js = finding.to_json()
@@ -124,7 +124,7 @@ def test_the_regression_finding_carries_the_owner(pair_db):
 
 
 def test_cli_prints_the_before_after_view_and_json_adds_the_key(pair_db, capsys):
-    db, run = pair_db
+    db, run, _ = pair_db
     compare_command(run["before"], run["after"], db=str(db), as_json=False)  # diag compare, in-process
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("MatMulV2 is 20.0 % slower after (0.13 ms per step")
@@ -146,7 +146,7 @@ def test_cli_prints_the_before_after_view_and_json_adds_the_key(pair_db, capsys)
 
 def test_a_cross_platform_pair_has_no_before_after(pair_db, tmp_path, capsys):
     """An Ascend run against a CUDA run: the view of today, ``before_after`` null in --json."""
-    db, run = pair_db
+    db, run, _ = pair_db
     copy = tmp_path / "cross.duckdb"
     shutil.copy(db, copy)
     with Store(copy) as store:
@@ -162,7 +162,7 @@ def test_a_cross_platform_pair_has_no_before_after(pair_db, tmp_path, capsys):
 
 
 def test_page_draws_the_before_after_section(pair_db, monkeypatch):
-    db, run = pair_db
+    db, run, _ = pair_db
     at = open_page(monkeypatch, db, "app_pages/08_compare.py")
     assert (at.selectbox(key="cmp_a").value, at.selectbox(key="cmp_b").value) == (run["before"], run["after"])
     assert "Before / after" in [s.value for s in at.subheader]
@@ -209,3 +209,22 @@ def test_environment_diff_names_the_owner(tmp_path, info, env, owner, steps, sen
     assert envd["sentence"] == f"between these runs {sentence}"
     assert (envd["owner"], [s["owner"] for s in envd["owner_steps"]]) == (owner, steps)
     assert result["answer"].endswith(envd["sentence"])
+
+
+def test_a_cuda_pair_places_kernels_in_the_profiler_steps(pair_db, tmp_path):
+    """CUDA and CUDA: the Kineto twins of both runs (sample_traces/generate_cuda.py); their kernels carry no step
+    id, so the ProfilerStep windows give the per-step totals."""
+    from sample_traces.generate_cuda import generate as cuda_twin
+
+    _, _, dirs = pair_db
+    traces = []
+    for name in ("before", "after"):
+        cuda_twin(dirs[name].parent, tmp_path / name)
+        traces.append(tmp_path / name / "h100_decode_tp1.pt.trace.json")
+    with Store(tmp_path / "cuda.duckdb") as store:
+        for trace in traces:
+            ingest_into(store, [trace])
+        result = before_after(store, 1, 2)
+    significant = [(r["op_class"], r["verdict"]) for r in result["ops"] if r["significant"]]
+    assert (result["steps_a"], result["steps_b"], significant) == (5, 5, [("gemm", SLOWER)])
+    assert next(r for r in result["ops"] if r["significant"])["delta_pct"] == pytest.approx(20.0, abs=1.0)

@@ -18,8 +18,9 @@ import math
 from typing import Any
 
 from diag.analyses import before_after_env as env
+from diag.analyses.counts import KERNEL_FILTER, unique_tasks_sql
 from diag.analyses.findings import Finding, _severity, thresholds
-from diag.analyses.ops import NONE, _class_case, _key, figures_table, op_table, platform_of, rows_sql
+from diag.analyses.ops import KERNELS, NONE, TASKS, _class_case, _key, figures_table, op_table, platform_of
 from diag.analyses.stall_breakdown import BUCKET_LABELS, BUCKETS, Breakdown, breakdown
 from diag.store import Store
 
@@ -49,24 +50,44 @@ def platform_name(store: Store, run_id: int) -> str:
     return str(rows[0][0])
 
 
-def _step_spread(store: Store, run_id: int, by: str) -> tuple[int, dict[str, float]]:
+def _timed_rows_sql(table: str) -> str:
+    """The kernels of ``ops.rows_sql`` (the same tables, filters and duplicate rule) with their start: the step
+    windows place them, since a CUDA trace's kernels carry no step id."""
+    if table == KERNELS:
+        return """SELECT name, op_type AS op, task_kind AS kind, dur_ns, start_ns, step
+                  FROM (SELECT DISTINCT ON (name, start_ns) * FROM kernels WHERE run_id = $run)"""
+    return f"SELECT name, op, kind, dur_ns, start_ns, step FROM ({unique_tasks_sql()}) WHERE {KERNEL_FILTER}"
+
+
+def _windows_sql(bd: Breakdown) -> tuple[str, str]:
+    """(the step-window CTE, the step expression): the breakdown's steps by index, else the rows' own step ids."""
+    if not bd.steps:
+        return "w(i, lo, hi) AS (SELECT NULL::INT, NULL::BIGINT, NULL::BIGINT WHERE false)", "r.step"
+    values = ", ".join(f"({i}, {s.start_ns}, {s.end_ns})" for i, s in enumerate(bd.steps))
+    return f"w(i, lo, hi) AS (VALUES {values})", "w.i"
+
+
+def _step_spread(store: Store, run_id: int, by: str, bd: Breakdown) -> tuple[int, dict[str, float]]:
     """(steps with kernels, key -> standard error of the key's per-step total in ns); one query."""
     table, platform = figures_table(store, run_id), platform_of(store, run_id)
-    if table == NONE:  # no kernels (a run of versions and settings only)
+    if table not in (KERNELS, TASKS):  # a kernel summary has no steps; a run of versions only has no kernels
         return 0, {}
     key = "op_class" if by == "class" else _key(by)
+    windows, step = _windows_sql(bd)
     sql = f"""
-        WITH r AS ({rows_sql(table, platform)}),
+        WITH {windows},
+             r AS ({_timed_rows_sql(table)}),
              names AS (SELECT DISTINCT name, op, kind FROM r),
              classed AS (SELECT name, op, kind, {_class_case(platform)} AS op_class FROM names),
-             k AS (SELECT r.*, c.op_class FROM r JOIN classed c
-                   ON c.name = r.name AND c.op IS NOT DISTINCT FROM r.op AND c.kind IS NOT DISTINCT FROM r.kind),
-             g AS (SELECT {key} AS key, step, dur_ns FROM k WHERE step IS NOT NULL),
-             steps AS (SELECT DISTINCT step FROM g),
+             k AS (SELECT r.*, c.op_class, {step} AS step_key FROM r JOIN classed c
+                   ON c.name = r.name AND c.op IS NOT DISTINCT FROM r.op AND c.kind IS NOT DISTINCT FROM r.kind
+                   LEFT JOIN w ON r.start_ns >= w.lo AND r.start_ns < w.hi),
+             g AS (SELECT {key} AS key, step_key, dur_ns FROM k WHERE step_key IS NOT NULL),
+             steps AS (SELECT DISTINCT step_key FROM g),
              keys AS (SELECT DISTINCT key FROM g),
-             per AS (SELECT key, step, sum(dur_ns) AS ns FROM g GROUP BY key, step),
-             filled AS (SELECT keys.key, steps.step, coalesce(per.ns, 0) AS ns
-                        FROM keys CROSS JOIN steps LEFT JOIN per USING (key, step))
+             per AS (SELECT key, step_key, sum(dur_ns) AS ns FROM g GROUP BY key, step_key),
+             filled AS (SELECT keys.key, steps.step_key, coalesce(per.ns, 0) AS ns
+                        FROM keys CROSS JOIN steps LEFT JOIN per USING (key, step_key))
         SELECT key, count(*), coalesce(stddev_samp(ns), 0) FROM filled GROUP BY key"""
     got = store.cursor().execute(sql, {"run": run_id}).fetchall()
     steps = max((int(n) for _, n, _ in got), default=0)
@@ -161,7 +182,8 @@ def _run(store: Store, run_id: int) -> dict[str, Any]:
     return dict(zip(names, rows[0], strict=True))
 
 
-def _sides(store: Store, run_a: int, run_b: int, sa: int, sb: int) -> dict[str, Any]:
+def _sides(store: Store, runs: dict[str, tuple[int, Breakdown]], sa: int, sb: int) -> dict[str, Any]:
+    """Each side's op table by op type and by class, and the standard error of each key's per-step total."""
     side: dict[str, Any] = {
         "steps_a": sa,
         "steps_b": sb,
@@ -171,11 +193,11 @@ def _sides(store: Store, run_a: int, run_b: int, sa: int, sb: int) -> dict[str, 
         "se_b": {},
         "kernel_steps": {},
     }
-    for tag, run_id in (("a", run_a), ("b", run_b)):
+    for tag, (run_id, bd) in runs.items():
         for by in ("op", "class"):
             rows = op_table(store, run_id, by=by) if figures_table(store, run_id) != NONE else []
             side[tag][by] = {r["name"]: r for r in rows}
-            side["kernel_steps"][tag], side[f"se_{tag}"][by] = _step_spread(store, run_id, by)
+            side["kernel_steps"][tag], side[f"se_{tag}"][by] = _step_spread(store, run_id, by, bd)
     return side
 
 
@@ -188,7 +210,7 @@ def before_after(store: Store, run_a: int, run_b: int) -> dict[str, Any]:
         )
     bd_a, bd_b = breakdown(store, run_a), breakdown(store, run_b)
     sa, sb = _n_steps(bd_a), _n_steps(bd_b)
-    side = _sides(store, run_a, run_b, sa, sb)
+    side = _sides(store, {"a": (run_a, bd_a), "b": (run_b, bd_b)}, sa, sb)
     ka, kb = side["kernel_steps"]["a"], side["kernel_steps"]["b"]
     can_tell = min(ka, kb) >= limits()["min_steps"]
     step_time = _step_time(bd_a, bd_b, sa, sb)
