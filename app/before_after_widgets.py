@@ -16,6 +16,10 @@ from app.text import md_text
 SHOWN_WHEN_NONE = 5  # with no significant change, the largest few are shown so the user sees the spread
 
 
+def steps(n: int) -> str:
+    return f"{n} step" if n == 1 else f"{n} steps"
+
+
 def _round(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
 
@@ -70,6 +74,14 @@ def _shown(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in rows if r["significant"]] or rows[:SHOWN_WHEN_NONE]
 
 
+def _ops_caption(result: dict[str, Any]) -> str:
+    if any(r["significant"] for r in result["ops"]):
+        return "Op types beyond the step-to-step spread"
+    if result["can_tell"]:
+        return "Largest changes by op type (none beyond the spread)"
+    return "Largest changes by op type (too few steps to measure the spread)"
+
+
 def before_after_section(fp: str, run_a: int, run_b: int) -> None:
     """Drawn only when both runs are one platform: A is read as before, B as after."""
     result = data.before_after(fp, run_a, run_b)
@@ -78,14 +90,11 @@ def before_after_section(fp: str, run_a: int, run_b: int) -> None:
     st.subheader("Before / after")
     st.caption(
         f"Both runs are {md_text(result['run_a']['platform'])}: A is read as before, B as after "
-        f"({result['steps_a']} and {result['steps_b']} steps). A change counts when it exceeds "
+        f"({steps(result['steps_a'])} and {steps(result['steps_b'])}). A change counts when it exceeds "
         f"{result['limits']['k']:g}× the step-to-step spread (the standard error of the per-step totals)."
     )
     st.markdown(md_text(result["answer"]))
-    significant = any(r["significant"] for r in result["ops"])
-    st.caption(
-        "Op types beyond the spread" if significant else "Largest changes by op type (none beyond the spread)"
-    )
+    st.caption(_ops_caption(result))
     show_table(changes_frame(_shown(result["ops"])), key="ba_ops")
     st.caption("By op class")
     show_table(changes_frame(_shown(result["classes"])), key="ba_classes")

@@ -228,3 +228,44 @@ def test_a_cuda_pair_places_kernels_in_the_profiler_steps(pair_db, tmp_path):
     significant = [(r["op_class"], r["verdict"]) for r in result["ops"] if r["significant"]]
     assert (result["steps_a"], result["steps_b"], significant) == (5, 5, [("gemm", SLOWER)])
     assert next(r for r in result["ops"] if r["significant"])["delta_pct"] == pytest.approx(20.0, abs=1.0)
+
+
+def test_real_level1_and_level2_captures_cannot_tell_and_name_the_profiler_level(corpus, tmp_path):
+    """Two real torch_npu captures of one workload (Ascend/msinsight test data) at Level1 and Level2: one step
+    each, so no spread; the recorded difference is the profiler level, a setting."""
+    text = corpus / "ascend" / "msinsight" / "test" / "data" / "pytorch" / "text"
+    with Store(tmp_path / "real.duckdb") as store:
+        for level in ("level1", "level2"):
+            ingest_into(store, [text / level / "rank0_ascend_pt"])
+        result = before_after(store, 1, 2)
+        assert before_after_findings(store, 1, 2) == []
+    assert (result["steps_a"], result["steps_b"], result["can_tell"]) == (1, 1, False)
+    assert {r["verdict"] for r in result["ops"]} == {CANNOT_TELL}
+    assert {r["spread_ms"] for r in result["ops"]} == {None}
+    assert result["answer"] == (
+        "cannot tell: 1 step before, 1 after (at least 3 steps on each side give the step-to-step spread); "
+        "between these runs profiler level changed Level1 → Level2 (config)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("delta", "spread", "before", "verdict"),
+    [
+        (0.10, 0.01, 1.0, SLOWER),  # 10 % of the op, 1 % of the step, 10 × the spread
+        (-0.10, 0.01, 1.0, "faster"),
+        (0.10, 0.04, 1.0, "within noise"),  # 2.5 × the spread: k = 3 not reached
+        (0.04, 0.001, 1.0, "within noise"),  # 4 % of the op: under min_change_pct (5)
+        (
+            0.004,
+            0.0001,
+            0.05,
+            "within noise",
+        ),  # 8 % of the op but 0.04 % of the step: under min_step_share_pct
+    ],
+)
+def test_each_threshold_of_before_after_is_needed(delta, spread, before, verdict):
+    """[before_after] in rules/thresholds.toml: k × spread, min_change_pct and min_step_share_pct, each alone
+    keeps a change within noise (step time 10 ms)."""
+    from diag.analyses.before_after import _verdict
+
+    assert _verdict(delta, spread, before, 10.0, can_tell=True) == verdict

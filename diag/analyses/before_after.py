@@ -135,7 +135,7 @@ def _rows(side: dict[str, Any], by: str, step_before_ns: float, can_tell: bool) 
                 "per_step_b_ms": pb / 1e6,
                 "delta_ms": delta / 1e6,
                 "delta_pct": 100 * delta / pa if pa else None,
-                "spread_ms": se / 1e6,
+                "spread_ms": se / 1e6 if can_tell else None,  # None: too few steps to measure it
                 "verdict": verdict,
                 "significant": verdict in (SLOWER, FASTER),
             }
@@ -237,13 +237,17 @@ def before_after(store: Store, run_a: int, run_b: int) -> dict[str, Any]:
     return out
 
 
+def steps(n: int) -> str:
+    return f"{n} step" if n == 1 else f"{n} steps"
+
+
 def answer(result: dict[str, Any]) -> str:
     """The one line first: the biggest regression beyond noise (or that none is), then what changed."""
     what = result["environment"]["sentence"]
     if not result["can_tell"]:
         t = limits()["min_steps"]
         return (
-            f"cannot tell: {result['steps_a']} steps before, {result['steps_b']} after (at least {t} steps on each "
+            f"cannot tell: {steps(result['steps_a'])} before, {result['steps_b']} after (at least {t} steps on each "
             f"side give the step-to-step spread); {what}"
         )
     slower = [r for r in result["ops"] if r["verdict"] == SLOWER]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from diag.analyses.before_after import steps
 from diag.commands._common import console
 from diag.commands._format import cell, escape, fmt_ms, fmt_num, fmt_pct, table
 
@@ -22,19 +23,20 @@ def print_before_after(result: dict[str, Any]) -> None:
 def _title(result: dict[str, Any]) -> str:
     a, b = result["run_a"], result["run_b"]
     return (
-        f"before = run {a['run_id']} {a['name']} ({result['steps_a']} steps), after = run {b['run_id']} "
-        f"{b['name']} ({result['steps_b']} steps)"
+        f"before = run {a['run_id']} {a['name']} ({steps(result['steps_a'])}), after = run {b['run_id']} "
+        f"{b['name']} ({steps(result['steps_b'])})"
     )
 
 
 def _changes(result: dict[str, Any]) -> None:
     significant = [r for r in result["ops"] if r["significant"]]
     rows = significant or result["ops"][:5]
-    what = (
-        "changes beyond the step-to-step spread"
-        if significant
-        else "largest changes (none beyond the spread)"
-    )
+    if significant:
+        what = "changes beyond the step-to-step spread"
+    elif result["can_tell"]:
+        what = "largest changes (none beyond the spread)"
+    else:
+        what = "largest changes (too few steps to measure the spread)"
     tbl = table(
         "op type", "op class", "calls/step", "before ms/step", "after ms/step", "Δ ms/step", "Δ %", "spread ms",
         "verdict", title=escape(f"{what}; {_title(result)}"),
