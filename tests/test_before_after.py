@@ -140,6 +140,10 @@ def test_cli_prints_the_before_after_view_and_json_adds_the_key(pair_db, capsys)
     compare_command(run["before"], run["after"], db=str(db), as_json=True)
     out = json.loads(capsys.readouterr().out)
     assert {"classes", "overall", "warnings", "biggest_loss"} <= set(out)  # the keys of today stay
+    assert out["warnings"][0] == (
+        "both runs are ascend: the comparison is meant for an Ascend run against a CUDA run; read as before (A) "
+        "and after (B) they are compared op by op beyond noise (diag compare, Before / after)"
+    )
     assert out["before_after"]["answer"] == lines[0]
     assert [r["name"] for r in out["before_after"]["ops"] if r["significant"]] == [OP]
 
