@@ -29,16 +29,16 @@ def compare(
     what got slower or faster beyond the step-to-step spread, and which versions or settings differ."""
     with Store(db, read_only=True) as store:
         try:
-            result = compare_runs(store, run_a, run_b)
             # two runs of one platform (an upgrade, a changed setting): before (A) / after (B), #21
             pair = before_after(store, run_a, run_b) if same_platform(store, run_a, run_b) else None
+            if pair is not None and not as_json:
+                print_before_after(pair)  # the cross-platform figures are not printed: not computed
+                return
+            result = compare_runs(store, run_a, run_b)
         except ValueError as exc:
             raise DiagError(str(exc)) from None
     if as_json:
         print_json({"db": db, **result.to_json(), "before_after": pair})
-        return
-    if pair is not None:
-        print_before_after(pair)
         return
     _print(result)
 
