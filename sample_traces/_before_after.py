@@ -64,6 +64,21 @@ def scale_op(run_dir: Path, op_type: str, factor: float) -> int:
     return changed
 
 
+def rename_op(run_dir: Path, old: str, new: str) -> int:
+    """Rename operator type ``old`` to ``new`` in kernel_details.csv (its Type column, which the op table reads):
+    one op gone and a new one in its place, as a fusion or kernel change in an upgrade leaves it."""
+    kd = Path(run_dir) / OUTPUT / "kernel_details.csv"
+    with open(kd, encoding="utf-8", newline="") as fh:
+        rows = list(csv.reader(fh))
+    type_col = rows[0].index("Type")
+    hits = [row for row in rows[1:] if row[type_col] == old]
+    for row in hits:
+        row[type_col] = new
+    with open(kd, "w", encoding="utf-8", newline="") as fh:
+        csv.writer(fh, lineterminator="\n").writerows(rows)
+    return len(hits)
+
+
 def edit_environment(run_dir: Path, fields: dict[str, str], env: dict[str, str]) -> None:
     """Set ``fields`` in profiler_info_*.json and ``env`` in profiler_metadata.json's ENV_VARIABLES."""
     for info in Path(run_dir).glob("profiler_info*.json"):

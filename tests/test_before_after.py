@@ -16,7 +16,7 @@ import pytest
 from diag.analyses.before_after import CANNOT_TELL, SLOWER, before_after, before_after_findings
 from diag.commands.compare import compare as compare_command
 from diag.store import Store
-from sample_traces._before_after import another_capture, edit_environment, scale_op
+from sample_traces._before_after import another_capture, edit_environment, rename_op, scale_op
 from sample_traces.generate import generate
 from tests.conftest import FIXTURES, SAMPLES, ingest_into, open_page
 
@@ -30,10 +30,12 @@ def _generated(root: Path, name: str, *, seed: int = 3, steps: int = 5) -> Path:
     return next((root / name).glob("rank*_ascend_pt"))
 
 
-def _slower_copy(src: Path, root: Path, name: str, **fields: str) -> Path:
+def _slower_copy(src: Path, root: Path, name: str, rename: bool = False, **fields: str) -> Path:
     dst = root / name / src.name
     shutil.copytree(src, dst)
     scale_op(dst, OP, FACTOR)
+    if rename:  # TransData gone, TransDataV2 new: ops on one side only
+        assert rename_op(dst, "TransData", "TransDataV2") == 5
     edit_environment(dst, fields, {})
     return dst
 
@@ -45,7 +47,7 @@ def pair_db(tmp_path_factory) -> tuple[Path, dict[str, int], dict[str, Path]]:  
     before = _generated(root, "before")
     dirs = {
         "before": before,
-        "after": _slower_copy(before, root, "after", cann_version="8.1.RC1"),
+        "after": _slower_copy(before, root, "after", rename=True, cann_version="8.1.RC1"),
         "noise": _generated(root, "noise", seed=4),
     }
     dirs["short"] = _generated(root, "short", steps=2)
@@ -69,7 +71,14 @@ def test_the_scaled_op_is_the_one_regression_with_its_percent(pair_db):
     assert significant[0]["delta_pct"] == pytest.approx(100 * (FACTOR - 1), abs=1.0)
     assert significant[0]["calls_per_step_a"] == significant[0]["calls_per_step_b"] == 9.0
     assert [r["name"] for r in result["classes"] if r["significant"]] == ["gemm"]
-    assert (result["steps_a"], result["steps_b"], result["only_a"], result["only_b"]) == (5, 5, [], [])
+    assert (result["steps_a"], result["steps_b"]) == (5, 5)
+    gone, new = result["only_a"], result["only_b"]
+    assert [(r["name"], r["verdict"], r["calls_per_step_a"], r["per_step_b_ms"]) for r in gone] == [
+        ("TransData", "gone", 1.0, 0.0)
+    ]
+    assert [(r["name"], r["verdict"], r["calls_per_step_b"], r["per_step_b_ms"]) for r in new] == [
+        ("TransDataV2", "new", 1.0, pytest.approx(gone[0]["per_step_a_ms"]))
+    ]
     assert result["environment"]["changes"] == [
         {"key": "cann_version", "label": "CANN", "before": "8.0.RC3", "after": "8.1.RC1", "kind": "stack"}
     ]
@@ -163,6 +172,17 @@ def test_a_cross_platform_pair_has_no_before_after(pair_db, tmp_path, capsys):
     text = capsys.readouterr().out.splitlines()
     assert any(line.startswith(f"A = run {run['before']} ") for line in text)  # the class table, as today
     assert not any("slower after" in line for line in text)
+
+
+def test_the_reverse_pair_is_faster_not_slower(pair_db):
+    db, run, _ = pair_db
+    with Store(db, read_only=True) as store:
+        result = before_after(store, run["after"], run["before"])
+        assert before_after_findings(store, run["after"], run["before"]) == []
+    assert result["answer"] == (
+        "no op is slower beyond the step-to-step spread; MatMulV2 is 16.7 % faster; between these runs CANN "
+        "changed 8.1.RC1 → 8.0.RC3 (stack)"
+    )
 
 
 def test_page_draws_the_before_after_section(pair_db, monkeypatch):
