@@ -2,6 +2,7 @@
 
     python -m sample_traces._before_after RUN_DIR --op MatMulV2 --factor 1.2
     python -m sample_traces._before_after RUN_DIR --set cann_version=8.1.RC1 --env HCCL_BUFFSIZE=400
+    python -m sample_traces._before_after RUN_DIR --rename TransData=TransDataV2
 
 ``RUN_DIR`` is a ``*_ascend_pt`` folder written by ``sample_traces/generate.py``.  ``--op``/``--factor`` multiply
 the duration of every kernel of that operator type, in ``kernel_details.csv`` (its ``Duration(us)`` column) and
@@ -102,10 +103,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--op", help="operator type (kernel_details Type), e.g. MatMulV2")
     p.add_argument("--factor", type=float, default=1.2)
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="profiler_info field")
+    p.add_argument("--rename", metavar="OLD=NEW", help="rename an operator type in kernel_details.csv")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="ENV_VARIABLES entry")
     args = p.parse_args(argv)
     if args.op:
         print(f"{scale_op(args.run_dir, args.op, args.factor)} {args.op} kernels scaled by {args.factor}")
+    if args.rename:
+        old, new = args.rename.split("=", 1)
+        print(f"{rename_op(args.run_dir, old, new)} {old} kernels renamed {new}")
     if args.set or args.env:
         edit_environment(args.run_dir, _pairs(args.set), _pairs(args.env))
     return 0
