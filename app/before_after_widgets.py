@@ -103,7 +103,7 @@ def before_after_section(fp: str, run_a: int, run_b: int) -> None:
         st.caption("Ops on one side only")
         show_table(
             pd.DataFrame(
-                [{"op": r["name"], "op class": r["op_class"], "": what,
+                [{"op": r["name"], "op class": r["op_class"], "side": what,
                   "ms/step": _round(r["per_step_b_ms"] or r["per_step_a_ms"])} for what, r in one_side]
             ),
             key="ba_one_side",

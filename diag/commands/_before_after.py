@@ -65,7 +65,7 @@ def _one_side(result: dict[str, Any]) -> None:
     rows = [("new after", r) for r in result["only_b"]] + [("gone after", r) for r in result["only_a"]]
     if not rows:
         return
-    tbl = table("op type", "op class", "", "ms/step", title="ops on one side only")
+    tbl = table("op type", "op class", "side", "ms/step", title="ops on one side only")
     for what, r in rows:
         tbl.add_row(
             cell(r["name"]), cell(r["op_class"]), what, fmt_ms(r["per_step_b_ms"] or r["per_step_a_ms"])
