@@ -155,6 +155,8 @@ def test_cli_prints_the_before_after_view_and_json_adds_the_key(pair_db, capsys)
     )
     assert out["before_after"]["answer"] == lines[0]
     assert [r["name"] for r in out["before_after"]["ops"] if r["significant"]] == [OP]
+    (finding,) = out["before_after"]["findings"]
+    assert (finding["category"], finding["owner"], finding["evidence"]["op"]) == ("regression", "stack", OP)
 
 
 def test_a_cross_platform_pair_has_no_before_after(pair_db, tmp_path, capsys):

@@ -234,6 +234,7 @@ def before_after(store: Store, run_a: int, run_b: int) -> dict[str, Any]:
         "limits": limits(),
     }
     out["answer"] = answer(out)
+    out["findings"] = [f.to_json() for f in regressions(out)]
     return out
 
 
@@ -270,7 +271,12 @@ def answer(result: dict[str, Any]) -> str:
 def before_after_findings(store: Store, run_a: int, run_b: int) -> list[Finding]:
     """One ``regression`` finding per op slower beyond noise (on run B, the run after), with the owner of the
     change; not part of ``diag findings``, which reads one run."""
-    result = before_after(store, run_a, run_b)
+    return regressions(before_after(store, run_a, run_b))
+
+
+def regressions(result: dict[str, Any]) -> list[Finding]:
+    """The ``regression`` findings of a before/after result (see ``before_after_findings``)."""
+    run_a, run_b = result["run_a"]["run_id"], result["run_b"]["run_id"]
     step_ms = result["step_time"][-1]["per_step_a_ms"]
     envd = result["environment"]
     out = []
