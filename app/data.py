@@ -366,3 +366,17 @@ def scaling(fp: str, run_id: int, baseline: int | None) -> dict:
     from diag.analyses import scaling as scaling_analysis
 
     return scaling_analysis.scaling(store(), run_id, baseline)
+
+
+# --- Before / after section of the Compare page (#21): two runs of one platform (append-only) ---
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def before_after(fp: str, run_a: int, run_b: int) -> dict | None:
+    """Per op and class what changed beyond noise, and what differs in the environments; None for a pair of two
+    platforms (diag.analyses.before_after)."""
+    from diag.analyses import before_after as ba
+
+    if not ba.same_platform(store(), run_a, run_b):
+        return None
+    return ba.before_after(store(), run_a, run_b)

@@ -165,7 +165,8 @@ def _warnings(
     out = []
     if a["platform"] == b["platform"]:
         out.append(
-            f"both runs are {a['platform']}: the comparison is meant for an Ascend run against a CUDA run"
+            f"both runs are {a['platform']}: the comparison is meant for an Ascend run against a CUDA run; "
+            "read as before (A) and after (B) they are compared op by op beyond noise (diag compare, Before / after)"
         )
     out += _vendor_warnings(a, b)
     summaries = [(side, r) for side, r in (("A", a), ("B", b)) if r["figures_source"] == KERNEL_SUMMARY]

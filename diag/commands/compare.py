@@ -6,9 +6,11 @@ from typing import Annotated
 
 import typer
 
+from diag.analyses.before_after import before_after, same_platform
 from diag.analyses.compare import Comparison
 from diag.analyses.compare import compare as compare_runs
 from diag.analyses.compare_memory import has_memory, memory_rows
+from diag.commands._before_after import print_before_after
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
 from diag.commands._format import cell, escape, fmt_count, fmt_ms, fmt_num, fmt_ratio, table
 from diag.errors import DiagError
@@ -21,14 +23,22 @@ def compare(
     db: DbOption = DEFAULT,
     as_json: JsonOption = False,
 ) -> None:
-    """Per op class: count, total, mean, share, ratio A/B and time lost per step; overall buckets; warnings."""
+    """Per op class: count, total, mean, share, ratio A/B and time lost per step; overall buckets; warnings.
+
+    Two runs of the same platform (before and after an upgrade or a changed setting): per op type and class,
+    what got slower or faster beyond the step-to-step spread, and which versions or settings differ."""
     with Store(db, read_only=True) as store:
         try:
+            # two runs of one platform (an upgrade, a changed setting): before (A) / after (B), #21
+            pair = before_after(store, run_a, run_b) if same_platform(store, run_a, run_b) else None
+            if pair is not None and not as_json:
+                print_before_after(pair)  # the cross-platform figures are not printed: not computed
+                return
             result = compare_runs(store, run_a, run_b)
         except ValueError as exc:
             raise DiagError(str(exc)) from None
     if as_json:
-        print_json({"db": db, **result.to_json()})
+        print_json({"db": db, **result.to_json(), "before_after": pair})
         return
     _print(result)
 
