@@ -45,7 +45,8 @@ def db_path() -> Path:
 
 @st.cache_resource
 def _store(path: str) -> tuple[Store, threading.Lock]:
-    return Store(path), threading.Lock()
+    # a lake's catalog (diag app --lake) is read-only: its rows are Parquet files the app never writes
+    return Store(path, read_only=bool(os.environ.get("DIAG_LAKE"))), threading.Lock()
 
 
 def store() -> Store:

@@ -36,8 +36,6 @@ from pathlib import Path
 import duckdb
 
 from diag.errors import DiagError, StoreError
-from diag.grouping import regroup
-from diag.ingest import finalize_run
 from diag.schema import DATA_TABLES, TABLE_BY_NAME, TABLES, VIEWS
 from diag.sql_text import sql_literal
 from diag.store import Store, _connect, q
@@ -68,7 +66,9 @@ def open_lake(root: str | Path) -> Store:
     if not path.is_dir():
         raise StoreError(f"{path}: no such lake folder (run `diag ingest PATH… --lake {path}` first)")
     if not is_lake(path):
-        raise StoreError(f"{path}: not a diag lake (no {CATALOG}; run `diag ingest PATH… --lake {path}` first)")
+        raise StoreError(
+            f"{path}: not a diag lake (no {CATALOG}; run `diag ingest PATH… --lake {path}` first)"
+        )
     return Store(catalog_path(path), read_only=True)
 
 
@@ -83,7 +83,9 @@ def _has_partitions(root: Path, table: str) -> bool:
 def _view_sql(con: duckdb.DuckDBPyConnection, root: Path, table: str) -> str:
     """The view of one per-file table: the schema's columns in its order, from the partitions' files (a column
     added to the schema after they were written reads as NULL)."""
-    source = f"read_parquet({sql_literal(_parquet_glob(root, table))}, hive_partitioning=true, union_by_name=true)"
+    source = (
+        f"read_parquet({sql_literal(_parquet_glob(root, table))}, hive_partitioning=true, union_by_name=true)"
+    )
     have = {r[0]: r[1] for r in q(con, f"DESCRIBE SELECT * FROM {source}")}
     cols = []
     for col in TABLE_BY_NAME[table].columns:
@@ -101,8 +103,12 @@ def refresh_views(con: duckdb.DuckDBPyConnection, root: Path) -> None:
     """Each per-file table as a view over its partitions (an empty typed table while it has none), then the
     schema's derived views over them."""
     for table in DATA_TABLES:
-        kind = q(con, "SELECT table_type FROM information_schema.tables WHERE table_name = ? "
-            "AND table_catalog = current_database() AND table_schema = 'main'", [table])
+        kind = q(
+            con,
+            "SELECT table_type FROM information_schema.tables WHERE table_name = ? "
+            "AND table_catalog = current_database() AND table_schema = 'main'",
+            [table],
+        )
         if _has_partitions(root, table):
             if kind and kind[0][0] != "VIEW":
                 q(con, f'DROP TABLE "{table}"')
@@ -116,7 +122,8 @@ def refresh_views(con: duckdb.DuckDBPyConnection, root: Path) -> None:
 def create_catalog(root: Path) -> None:
     """A new lake: the schema's tables, sequences and views in ``DIR/catalog.duckdb``."""
     root.mkdir(parents=True, exist_ok=True)
-    with Store(catalog_path(root)) as store:  # every table, empty; the per-file ones become views on first data
+    # every table, empty; the per-file ones become views on their first partition
+    with Store(catalog_path(root)) as store:
         refresh_views(store.con, root)
 
 
@@ -125,8 +132,11 @@ def _sequence_starts(con: duckdb.DuckDBPyConnection, schema: str | None = None) 
     database's name; None: the connection's own."""
     where = sql_literal(schema) if schema else "current_database()"
     last = dict(
-        q(con, f"SELECT sequence_name, coalesce(last_value, start_value - 1) FROM duckdb_sequences() "
-               f"WHERE database_name = {where}")  # fmt: skip
+        q(
+            con,
+            "SELECT sequence_name, coalesce(last_value, start_value - 1) FROM duckdb_sequences() "
+            f"WHERE database_name = {where}",
+        )
     )
     schema = schema or q(con, "SELECT current_database()")[0][0]
     starts = {}
@@ -150,6 +160,52 @@ def remove_leftovers(root: Path) -> None:
             shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)
 
 
+class StagingStore(Store):
+    """The staging database of one lake ingest. A run already in the lake has its rows brought in the moment
+    the ingest changes it (a file replaced, a file added, a log attached), before the parse runs: the parsers'
+    and ``finalize_run``'s work across a run's files (kernel_details matched to the trace's tasks, the run's
+    span) then sees the whole run, exactly as in a DuckDB file, and the run's new partition is the whole run.
+    The hooks are the ledger calls ``Ingestor._store_file`` makes only when it is about to parse a file."""
+
+    loaded: set[int]
+    stored_runs: set[int]
+    _pending_run: int | None = None
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.loaded, self.stored_runs = set(), set()
+
+    def load_run(self, run_id: int | None) -> None:
+        if run_id is None or run_id in self.loaded or run_id not in self.stored_runs:
+            return
+        self.loaded.add(run_id)
+        for table in DATA_TABLES:
+            q(self.con, f'INSERT INTO "{table}" SELECT * FROM cat."{table}" WHERE run_id = ?', [run_id])
+
+    def ledger_entry(
+        self, scope: str, relpath: str, run_id: int | None = None, content_key: str | None = None
+    ):  # type: ignore[no-untyped-def]
+        self._pending_run = run_id
+        entry = super().ledger_entry(scope, relpath, run_id=run_id, content_key=content_key)
+        if entry is not None:
+            self._pending_run = entry.run_id if run_id is None else run_id
+        return entry
+
+    def delete_file_rows(self, file_id: int) -> None:
+        self.load_run(self._pending_run)  # the file is replaced: its run's rows first, then its own out
+        super().delete_file_rows(file_id)
+
+    def forget_failures(self, source: str) -> None:
+        self.load_run(self._pending_run)  # a file is about to be parsed into this run
+        super().forget_failures(source)
+
+    def attach_orphans(self) -> list[int]:
+        runs = super().attach_orphans()
+        for run in runs:  # finalize_run reads the whole run next
+            self.load_run(run)
+        return runs
+
+
 class LakeWriter:
     """One ingest into the lake: ``store`` is the staging database the ``Ingestor`` writes; ``commit()`` moves
     the touched runs' partitions into the lake and the small tables into the catalog. One writer at a time (the
@@ -165,7 +221,7 @@ class LakeWriter:
         token = uuid.uuid4().hex
         self.staging_path = self.root / f".staging-{token}.duckdb"
         self.incoming = self.root / f".incoming-{token}"
-        self.store = Store(self.staging_path)
+        self.store = StagingStore(self.staging_path)
         con = self.store.con
         q(con, f"ATTACH {sql_literal(catalog_path(self.root).as_posix())} AS cat (READ_ONLY)")
         for table in SMALL_TABLES:
@@ -176,6 +232,7 @@ class LakeWriter:
         self.starts = _sequence_starts(con, "cat")
         _set_sequences(con, self.starts)
         self.before = dict(q(con, "SELECT run_id, job_id FROM cat.runs"))
+        self.store.stored_runs = set(self.before)
         self.files_before = set(q(con, "SELECT file_id, run_id FROM cat.files WHERE status <> 'failed'"))
 
     def close(self) -> None:
@@ -192,48 +249,34 @@ class LakeWriter:
         self.close()
 
     def touched_runs(self) -> list[int]:
-        """Runs whose partitions change: new rows, a changed file set (a file replaced), or a new job."""
+        """Runs whose partitions change: a changed file set (a file new, replaced or attached) or a new job."""
         con = self.store.con
-        rows = " UNION ".join(f'SELECT DISTINCT run_id FROM "{t}"' for t in DATA_TABLES)
-        touched = {r[0] for r in q(con, rows) if r[0] is not None}
         files_now = set(q(con, "SELECT file_id, run_id FROM files WHERE status <> 'failed'"))
-        touched |= {run for _, run in files_now ^ self.files_before if run is not None}
-        touched |= {run for run, job in q(con, "SELECT run_id, job_id FROM runs") if self.before.get(run, job) != job}
-        return sorted(touched)
-
-    def _merge_stored_rows(self, runs: list[int]) -> None:
-        """Bring the rows a touched run already has in the lake (files still in the ledger, stored before this
-        ingest) into staging, so that its new partition is the whole run, and derive its fields again."""
-        con = self.store.con
-        old = [r for r in runs if r in self.before]
-        if not old:
-            return
-        max_file = self.starts["seq_file"] - 1
-        for table in DATA_TABLES:
-            q(
-                con,
-                f'INSERT INTO "{table}" SELECT * FROM cat."{table}" WHERE list_contains(?, run_id) '
-                f"AND file_id <= ? AND file_id IN (SELECT file_id FROM files WHERE status <> 'failed')",
-                [old, max_file],
-            )
-        for run in old:
-            finalize_run(self.store, run)
-        regroup(self.store)
+        touched = {run for _, run in files_now ^ self.files_before if run is not None}
+        touched |= {
+            run for run, job in q(con, "SELECT run_id, job_id FROM runs") if self.before.get(run, job) != job
+        }
+        return sorted(touched | self.store.loaded)
 
     def commit(self) -> list[int]:
-        """Write the touched runs' partitions, then the catalog; returns the runs rewritten."""
+        """Write the touched runs' partitions, then the catalog; returns the runs rewritten.
+
+        Every table's COPY finishes (into the incoming folder) before the first file moves into the lake, so a
+        failure while writing leaves the lake as it was; the moves are renames, each atomic."""
         runs = self.touched_runs()
-        self._merge_stored_rows(runs)
-        placed: list[Path] = []
-        for table in DATA_TABLES:
-            placed += self._write_table(table, runs)
-        self._remove_stale(runs, placed)
+        for run in runs:  # a run that only moved to another job: its rows, as they are
+            self.store.load_run(run)
+        moves = [move for table in DATA_TABLES for move in self._write_table(table, runs)]
+        for written, final in moves:
+            final.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(written, final)  # atomic: a reader sees the old partition file or the new one
+        self._remove_stale(runs, [final for _, final in moves])
         self._commit_catalog()
         return runs
 
-    def _write_table(self, table: str, runs: list[int]) -> list[Path]:
-        """One COPY of the touched runs' rows (and the run-less rows) of ``table``, partitioned, then each file
-        moved into its partition folder with ``os.replace``."""
+    def _write_table(self, table: str, runs: list[int]) -> list[tuple[Path, Path]]:
+        """One COPY of the touched runs' rows (and the run-less rows) of ``table`` into the incoming folder,
+        partitioned by job and run; returns (written file, its place in the lake) pairs."""
         cols = TABLE_BY_NAME[table].column_names
         if "run_id" not in cols:
             return []
@@ -241,25 +284,21 @@ class LakeWriter:
             f'SELECT t.*{"" if "job_id" in cols else ", r.job_id"} FROM "{table}" t LEFT JOIN runs r USING (run_id) '
             f"WHERE list_contains(?, t.run_id) OR t.run_id IS NULL"
         )
-        target = self.incoming / table
-        n = q(self.store.con, f"SELECT count(*) FROM ({source})", [runs])[0][0]
-        if not n:
+        if not q(self.store.con, f"SELECT count(*) FROM ({source})", [runs])[0][0]:
             return []
+        target = self.incoming / table
         self.incoming.mkdir(exist_ok=True)
         q(
             self.store.con,
             f"COPY ({source}) TO {sql_literal(target.as_posix())} (FORMAT parquet, PARTITION_BY (job_id, run_id))",
             [runs],
         )
-        placed = []
+        moves = []
         for part_dir in sorted(p for p in target.glob("*/*") if p.is_dir()):
             final_dir = self.root / table / part_dir.relative_to(target)
-            final_dir.mkdir(parents=True, exist_ok=True)
             for i, written in enumerate(sorted(part_dir.glob("*.parquet"))):
-                final = final_dir / f"part-{i}.parquet"
-                os.replace(written, final)  # atomic: the old partition or the new one
-                placed.append(final)
-        return placed
+                moves.append((written, final_dir / f"part-{i}.parquet"))
+        return moves
 
     def _remove_stale(self, runs: list[int], placed: list[Path]) -> None:
         """Partition files of the touched runs (and run-less ones) that this write did not replace: a run that

@@ -61,7 +61,9 @@ def wrote(path: Path, size_bytes: int | None = None, detail: str = "") -> None:
 
 LakeOption = Annotated[
     str | None,
-    typer.Option("--lake", help="Parquet lake folder to read (written by `diag ingest --lake`) instead of --db."),
+    typer.Option(
+        "--lake", help="Parquet lake folder to read (written by `diag ingest --lake`) instead of --db."
+    ),
 ]
 
 
@@ -81,7 +83,9 @@ def lake_catalog(db: str | None, lake: str) -> str:
 
 def _with_lake(command: Callable[..., Any]) -> Callable[..., Any]:
     signature = inspect.signature(command, eval_str=True)
-    lake_param = inspect.Parameter("lake", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=LakeOption)
+    lake_param = inspect.Parameter(
+        "lake", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=LakeOption
+    )
 
     @functools.wraps(command)
     def run(*args: Any, lake: str | None = None, **kwargs: Any) -> Any:

@@ -1,0 +1,180 @@
+"""The Parquet lake (diag.lake): the same rows as a DuckDB file, the same answers, atomic partitions, the CLI."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from diag.cli import main
+from diag.lake import LakeWriter, open_lake
+from diag.schema import TABLES
+from sample_traces.generate import main as generate
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def diag(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def table_rows(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple]]:
+    """Every table's rows, sorted; the time a row was stored (created_at …) is when, not what."""
+    rows = {}
+    for table in TABLES:
+        cols = [f'"{c.name}"' for c in table.columns if not c.type.startswith("TIMESTAMP")]
+        rows[table.name] = con.execute(
+            f'SELECT {", ".join(cols)} FROM "{table.name}" ORDER BY ALL'
+        ).fetchall()
+    return rows
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("lakejob")
+    assert generate([str(root / "job"), "--ranks", "4", "--steps", "2", "--layers", "2"]) == 0
+    return root
+
+
+def ingest_both(job: Path, where: Path) -> tuple[Path, Path, Path]:
+    """The generated 4-rank job ingested into a lake and into a DuckDB file (a copy of the job: tests edit it)."""
+    src = where / "job"
+    shutil.copytree(job / "job", src)
+    lake, db = where / "lake", where / "x.duckdb"
+    assert main(["ingest", str(src), "--lake", str(lake)]) == 0
+    assert main(["ingest", str(src), "--db", str(db)]) == 0
+    return src, lake, db
+
+
+@pytest.fixture(scope="module")
+def both(job: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """For the tests that only read (or re-ingest unchanged files)."""
+    return ingest_both(job, tmp_path_factory.mktemp("both"))
+
+
+@pytest.fixture()
+def fresh(job: Path, tmp_path: Path) -> tuple[Path, Path, Path]:
+    """For the tests that change the job's files."""
+    return ingest_both(job, tmp_path)
+
+
+def test_lake_holds_exactly_the_rows_of_the_database(both: tuple[Path, Path, Path]) -> None:
+    _, lake, db = both
+    with open_lake(lake) as store, duckdb.connect(str(db), read_only=True) as con:
+        in_lake, in_db = table_rows(store.con), table_rows(con)
+    assert in_lake == in_db
+    assert len(in_db["kernels"]) == 248 and len(in_db["runs"]) == 4
+    assert {len(in_db[t]) for t in ("device_tasks", "steps")} != {0}
+    parts = sorted(p.relative_to(lake).as_posix() for p in (lake / "kernels").glob("*/*/*.parquet"))
+    assert parts == [f"kernels/job_id=1/run_id={r}/part-0.parquet" for r in (1, 2, 3, 4)]
+
+
+def test_every_table_of_the_schema_reads_from_a_new_lake(tmp_path: Path) -> None:
+    with LakeWriter(tmp_path / "lake") as writer:
+        writer.commit()
+    with open_lake(tmp_path / "lake") as store:
+        for table in TABLES:  # an empty typed table where no partition exists yet
+            assert store.con.execute(f'SELECT count(*) FROM "{table.name}"').fetchall() == [(0,)]
+
+
+def test_cluster_over_the_lake_equals_cluster_over_the_database(
+    both: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, lake, db = both
+    code_l, out_l, _ = diag(capsys, "cluster", "--lake", str(lake), "--json")
+    code_d, out_d, _ = diag(capsys, "cluster", "--db", str(db), "--json")
+    from_lake, from_db = json.loads(out_l), json.loads(out_d)
+    assert code_l == code_d == 0
+    assert from_lake.pop("db") == str(lake / "catalog.duckdb") and from_db.pop("db") == str(db)
+    assert from_lake == from_db and len(from_db["jobs"][0]["ranks"]) == 4
+
+
+def test_a_filter_on_run_prunes_partitions_in_the_plan(both: tuple[Path, Path, Path]) -> None:
+    with open_lake(both[1]) as store:
+        plan = "\n".join(
+            r[1] for r in store.con.execute("EXPLAIN SELECT * FROM kernels WHERE run_id = 2").fetchall()
+        )
+    assert "File Filters:" in plan and "run_id = 2" in plan
+    assert "Scanning Files: 1/4" in plan
+
+
+def test_reingest_of_unchanged_files_rewrites_nothing(
+    both: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    src, lake, _ = both
+    before = {p: p.stat().st_mtime_ns for p in lake.glob("*/*/*/*.parquet")}
+    code, out, _ = diag(capsys, "ingest", str(src), "--lake", str(lake), "--json")
+    summary = json.loads(out)["summary"]
+    assert code == 0 and (summary["unchanged"], summary["ok"], summary["rows"]) == (24, 0, {})
+    assert {p: p.stat().st_mtime_ns for p in lake.glob("*/*/*/*.parquet")} == before
+
+
+def test_a_changed_file_replaces_its_runs_partition(
+    fresh: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    src, lake, db = fresh
+    kernels = next(src.glob("rank1_*/ASCEND_PROFILER_OUTPUT/kernel_details.csv"))
+    lines = kernels.read_text(encoding="utf-8").splitlines(keepends=True)
+    kernels.write_text("".join(lines[:-10]), encoding="utf-8")  # ten kernels fewer on rank 1
+    assert diag(capsys, "ingest", str(src), "--lake", str(lake))[0] == 0
+    assert diag(capsys, "ingest", str(src), "--db", str(db))[0] == 0
+    with open_lake(lake) as store, duckdb.connect(str(db), read_only=True) as con:
+        in_lake, in_db = table_rows(store.con), table_rows(con)
+        per_run = store.con.execute("SELECT run_id, count(*) FROM kernels GROUP BY ALL ORDER BY 1").fetchall()
+    assert in_lake == in_db
+    assert per_run == [(1, 62), (2, 52), (3, 62), (4, 62)]
+    assert [p.name for p in (lake / "kernels" / "job_id=1" / "run_id=2").iterdir()] == ["part-0.parquet"]
+
+
+def test_a_writer_killed_mid_partition_leaves_the_lake_complete(
+    fresh: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src, lake, db = fresh
+    # what a killed writer leaves: a half-written partition file and its staging files
+    part = lake / "kernels" / "job_id=1" / "run_id=9"
+    part.mkdir(parents=True)
+    (part / "part-0.parquet.tmp").write_bytes(b"PAR1\x00half")
+    (lake / ".incoming-dead").mkdir()
+    (lake / ".incoming-dead" / "x.parquet").write_bytes(b"PAR1")
+    # and a writer that fails inside a COPY, after other tables were written: the lake stays as it was
+    kernels = next(src.glob("rank1_*/ASCEND_PROFILER_OUTPUT/kernel_details.csv"))
+    kernels.write_text(kernels.read_text(encoding="utf-8").rsplit("\n", 6)[0] + "\n", encoding="utf-8")
+    real_write = LakeWriter._write_table
+
+    def failing_write(self: LakeWriter, table: str, runs: list[int]) -> list:
+        if table == "kernels":
+            raise OSError("disk full (simulated)")
+        return real_write(self, table, runs)
+
+    monkeypatch.setattr(LakeWriter, "_write_table", failing_write)
+    code, _, err = diag(capsys, "ingest", str(src), "--lake", str(lake))
+    assert code != 0 and "disk full (simulated)" in err
+    monkeypatch.undo()
+    with open_lake(lake) as store, duckdb.connect(str(db), read_only=True) as con:
+        # the rows from before the failed ingest, no half file
+        assert table_rows(store.con) == table_rows(con)
+    assert not list(lake.glob(".staging-*")) and not list(lake.glob(".incoming-*"))
+
+
+def test_lake_with_db_is_a_one_line_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for args in (["cluster"], ["ingest", str(tmp_path)]):
+        code, out, err = diag(
+            capsys, *args, "--db", str(tmp_path / "x.duckdb"), "--lake", str(tmp_path / "l")
+        )
+        assert (code, out) == (2, "")
+        assert err == "diag: error: --lake and --db name two stores: give one of them\n"
+
+
+def test_a_missing_lake_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = diag(capsys, "runs", "--lake", str(tmp_path / "nowhere"))
+    assert (code, out) == (3, "")
+    assert err == (
+        f"diag: error: {tmp_path / 'nowhere'}: no such lake folder "
+        f"(run `diag ingest PATH… --lake {tmp_path / 'nowhere'}` first)\n"
+    )
