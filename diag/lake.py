@@ -72,6 +72,22 @@ def open_lake(root: str | Path) -> Store:
     return Store(catalog_path(path), read_only=True)
 
 
+def lake_sandbox(db: str | Path, query: str) -> tuple[str, ...]:
+    """For ``diag sql`` on a lake's catalog: the settings that let its views read the lake's Parquet files (and
+    nothing else), or () for a DuckDB file. DuckDB's allowed directory would also let a COPY write there, so on
+    a lake only queries (SELECT, EXPLAIN) run: no statement may write into the lake's partitions."""
+    path = Path(db)
+    if path.name != CATALOG or not path.parent.is_dir():
+        return ()
+    try:
+        kinds = {s.type for s in duckdb.extract_statements(query)}
+    except duckdb.Error:
+        return ()  # the query's own syntax error is reported as before
+    if kinds - {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}:
+        raise DiagError("query refused: on a lake diag sql runs queries only (SELECT, WITH, EXPLAIN)")
+    return (f"SET allowed_directories = [{sql_literal(path.parent.resolve().as_posix() + '/')}]",)
+
+
 def _parquet_glob(root: Path, table: str) -> str:
     return (root.resolve() / table / "**" / "*.parquet").as_posix()
 

@@ -13,6 +13,9 @@ from diag.cli import main
 from diag.lake import LakeWriter, open_lake
 from diag.schema import TABLES
 from sample_traces.generate import main as generate
+from tests.conftest import open_page, run_cli
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -178,3 +181,44 @@ def test_a_missing_lake_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixtur
         f"diag: error: {tmp_path / 'nowhere'}: no such lake folder "
         f"(run `diag ingest PATH… --lake {tmp_path / 'nowhere'}` first)\n"
     )
+
+
+def test_a_second_job_and_a_log_ingested_later_give_the_rows_of_the_database(tmp_path: Path) -> None:
+    """Later ingests into the same lake: ids continue, grouping sees the earlier runs, a log joins its run."""
+    assert generate([str(tmp_path / "a"), "--ranks", "2", "--steps", "2", "--layers", "2"]) == 0
+    assert (
+        generate([str(tmp_path / "b"), "--ranks", "2", "--steps", "2", "--layers", "2", "--seed", "3"]) == 0
+    )
+    shutil.copytree(SAMPLES / "incident", tmp_path / "incident")
+    lake, db = tmp_path / "lake", tmp_path / "x.duckdb"
+    for src in ("a", "incident", "b"):
+        assert main(["ingest", str(tmp_path / src), "--lake", str(lake)]) == 0
+        assert main(["ingest", str(tmp_path / src), "--db", str(db)]) == 0
+    with open_lake(lake) as store, duckdb.connect(str(db), read_only=True) as con:
+        in_lake, in_db = table_rows(store.con), table_rows(con)
+    assert in_lake == in_db
+    assert (len(in_db["jobs"]), len(in_db["runs"]), len(in_db["log_records"])) == (3, 5, 10)
+
+
+def test_app_reads_the_lake(
+    both: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``diag app --lake`` sets DIAG_DB to the catalog and DIAG_LAKE: the app opens it read-only."""
+    monkeypatch.setenv("DIAG_LAKE", str(both[1]))
+    at = open_page(monkeypatch, both[1] / "catalog.duckdb")
+    assert at.title[0].value == "Runs"
+    assert {m.label: m.value for m in at.metric}["runs"] == "4"
+
+
+def test_sql_reads_the_lake_and_refuses_writes(both: tuple[Path, Path, Path]) -> None:
+    # in a process of its own: the sandbox's settings are global to the DuckDB instance of the catalog
+    lake = str(both[1])
+    refused = run_cli("sql", f"COPY (SELECT 1) TO '{lake}/kernels/x.parquet'", "--lake", lake)
+    assert (refused.returncode, refused.stdout) == (1, "")
+    assert (
+        refused.stderr
+        == "diag: error: query refused: on a lake diag sql runs queries only (SELECT, WITH, EXPLAIN)\n"
+    )
+    assert not (both[1] / "kernels" / "x.parquet").exists()
+    counted = run_cli("sql", "SELECT count(*) AS n FROM kernels WHERE run_id = 2", "--lake", lake, "--json")
+    assert (counted.returncode, json.loads(counted.stdout)) == (0, {"columns": ["n"], "rows": [{"n": 62}]})
