@@ -61,12 +61,6 @@ def both(job: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Pat
     return ingest_both(job, tmp_path_factory.mktemp("both"))
 
 
-@pytest.fixture()
-def fresh(job: Path, tmp_path: Path) -> tuple[Path, Path, Path]:
-    """For the tests that change the job's files."""
-    return ingest_both(job, tmp_path)
-
-
 def test_lake_holds_exactly_the_rows_of_the_database(both: tuple[Path, Path, Path]) -> None:
     _, lake, db = both
     with open_lake(lake) as store, duckdb.connect(str(db), read_only=True) as con:
@@ -118,53 +112,6 @@ def test_reingest_of_unchanged_files_rewrites_nothing(
     assert {p: p.stat().st_mtime_ns for p in lake.glob("*/*/*/*.parquet")} == before
 
 
-def test_a_changed_file_replaces_its_runs_partition(
-    fresh: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str]
-) -> None:
-    src, lake, db = fresh
-    kernels = next(src.glob("rank1_*/ASCEND_PROFILER_OUTPUT/kernel_details.csv"))
-    lines = kernels.read_text(encoding="utf-8").splitlines(keepends=True)
-    kernels.write_text("".join(lines[:-10]), encoding="utf-8")  # ten kernels fewer on rank 1
-    assert diag(capsys, "ingest", str(src), "--lake", str(lake))[0] == 0
-    assert diag(capsys, "ingest", str(src), "--db", str(db))[0] == 0
-    with open_lake(lake) as store, duckdb.connect(str(db), read_only=True) as con:
-        in_lake, in_db = table_rows(store.con), table_rows(con)
-        per_run = store.con.execute("SELECT run_id, count(*) FROM kernels GROUP BY ALL ORDER BY 1").fetchall()
-    assert in_lake == in_db
-    assert per_run == [(1, 62), (2, 52), (3, 62), (4, 62)]
-    assert [p.name for p in (lake / "kernels" / "job_id=1" / "run_id=2").iterdir()] == ["part-0.parquet"]
-
-
-def test_a_writer_killed_mid_partition_leaves_the_lake_complete(
-    fresh: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    src, lake, db = fresh
-    # what a killed writer leaves: a half-written partition file and its staging files
-    part = lake / "kernels" / "job_id=1" / "run_id=9"
-    part.mkdir(parents=True)
-    (part / "part-0.parquet.tmp").write_bytes(b"PAR1\x00half")
-    (lake / ".incoming-dead").mkdir()
-    (lake / ".incoming-dead" / "x.parquet").write_bytes(b"PAR1")
-    # and a writer that fails inside a COPY, after other tables were written: the lake stays as it was
-    kernels = next(src.glob("rank1_*/ASCEND_PROFILER_OUTPUT/kernel_details.csv"))
-    kernels.write_text(kernels.read_text(encoding="utf-8").rsplit("\n", 6)[0] + "\n", encoding="utf-8")
-    real_write = LakeWriter._write_table
-
-    def failing_write(self: LakeWriter, table: str, runs: list[int]) -> list:
-        if table == "kernels":
-            raise OSError("disk full (simulated)")
-        return real_write(self, table, runs)
-
-    monkeypatch.setattr(LakeWriter, "_write_table", failing_write)
-    code, _, err = diag(capsys, "ingest", str(src), "--lake", str(lake))
-    assert code != 0 and "disk full (simulated)" in err
-    monkeypatch.undo()
-    with open_lake(lake) as store, duckdb.connect(str(db), read_only=True) as con:
-        # the rows from before the failed ingest, no half file
-        assert table_rows(store.con) == table_rows(con)
-    assert not list(lake.glob(".staging-*")) and not list(lake.glob(".incoming-*"))
-
-
 def test_lake_with_db_is_a_one_line_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     for args in (["cluster"], ["ingest", str(tmp_path)]):
         code, out, err = diag(
@@ -183,21 +130,61 @@ def test_a_missing_lake_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixtur
     )
 
 
-def test_a_second_job_and_a_log_ingested_later_give_the_rows_of_the_database(tmp_path: Path) -> None:
-    """Later ingests into the same lake: ids continue, grouping sees the earlier runs, a log joins its run."""
-    assert generate([str(tmp_path / "a"), "--ranks", "2", "--steps", "2", "--layers", "2"]) == 0
+def lake_equals_db(lake: Path, db: Path) -> dict[str, list[tuple]]:
+    with open_lake(lake) as store, duckdb.connect(str(db), read_only=True) as con:
+        in_lake, in_db = table_rows(store.con), table_rows(con)
+    assert in_lake == in_db
+    return in_db
+
+
+def test_later_ingests_keep_the_lake_equal_to_the_database(
+    job: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Into a lake holding the 4-rank job: a write that fails, then a changed file, then a log and a second job."""
+    src, lake, db = ingest_both(job, tmp_path)
+    # 1. What a killed writer leaves (a half-written partition file, its staging files), and a writer that fails
+    # inside a COPY after other tables were written: the lake reads as before, nothing half of it shows.
+    part = lake / "kernels" / "job_id=1" / "run_id=9"
+    part.mkdir(parents=True)
+    (part / "part-0.parquet.tmp").write_bytes(b"PAR1\x00half")
+    (lake / ".incoming-dead").mkdir()
+    (lake / ".incoming-dead" / "x.parquet").write_bytes(b"PAR1")
+    kernels = next(src.glob("rank1_*/ASCEND_PROFILER_OUTPUT/kernel_details.csv"))
+    lines = kernels.read_text(encoding="utf-8").splitlines(keepends=True)
+    kernels.write_text("".join(lines[:-10]), encoding="utf-8")  # ten kernels fewer on rank 1 (run 2)
+    real_write = LakeWriter._write_table
+
+    def failing_write(self: LakeWriter, table: str, runs: list[int]) -> list:
+        if table == "kernels":
+            raise OSError("disk full (simulated)")
+        return real_write(self, table, runs)
+
+    monkeypatch.setattr(LakeWriter, "_write_table", failing_write)
+    code, _, err = diag(capsys, "ingest", str(src), "--lake", str(lake))
+    assert code != 0 and "disk full (simulated)" in err
+    monkeypatch.undo()
+    assert len(lake_equals_db(lake, db)["kernels"]) == 248
+    # 2. The changed file, ingested again: its run's partition is replaced, the other runs' stay.
+    untouched = (lake / "kernels" / "job_id=1" / "run_id=1" / "part-0.parquet").stat().st_mtime_ns
+    assert main(["ingest", str(src), "--lake", str(lake)]) == 0
+    assert not list(lake.glob(".staging-*")) and not list(lake.glob(".incoming-*"))
+    assert main(["ingest", str(src), "--db", str(db)]) == 0
+    lake_equals_db(lake, db)
+    with open_lake(lake) as store:
+        per_run = store.con.execute("SELECT run_id, count(*) FROM kernels GROUP BY ALL ORDER BY 1").fetchall()
+    assert per_run == [(1, 62), (2, 52), (3, 62), (4, 62)]
+    assert [p.name for p in (lake / "kernels" / "job_id=1" / "run_id=2").iterdir()] == ["part-0.parquet"]
+    assert (lake / "kernels" / "job_id=1" / "run_id=1" / "part-0.parquet").stat().st_mtime_ns == untouched
+    # 3. A log and a second job: ids continue, grouping sees the earlier runs, the log's records are stored.
     assert (
         generate([str(tmp_path / "b"), "--ranks", "2", "--steps", "2", "--layers", "2", "--seed", "3"]) == 0
     )
     shutil.copytree(SAMPLES / "incident", tmp_path / "incident")
-    lake, db = tmp_path / "lake", tmp_path / "x.duckdb"
-    for src in ("a", "incident", "b"):
-        assert main(["ingest", str(tmp_path / src), "--lake", str(lake)]) == 0
-        assert main(["ingest", str(tmp_path / src), "--db", str(db)]) == 0
-    with open_lake(lake) as store, duckdb.connect(str(db), read_only=True) as con:
-        in_lake, in_db = table_rows(store.con), table_rows(con)
-    assert in_lake == in_db
-    assert (len(in_db["jobs"]), len(in_db["runs"]), len(in_db["log_records"])) == (3, 5, 10)
+    for later in ("incident", "b"):
+        assert main(["ingest", str(tmp_path / later), "--lake", str(lake)]) == 0
+        assert main(["ingest", str(tmp_path / later), "--db", str(db)]) == 0
+    in_db = lake_equals_db(lake, db)
+    assert (len(in_db["jobs"]), len(in_db["runs"]), len(in_db["log_records"])) == (3, 7, 10)
 
 
 def test_app_reads_the_lake(
@@ -210,15 +197,14 @@ def test_app_reads_the_lake(
     assert {m.label: m.value for m in at.metric}["runs"] == "4"
 
 
-def test_sql_reads_the_lake_and_refuses_writes(both: tuple[Path, Path, Path]) -> None:
-    # in a process of its own: the sandbox's settings are global to the DuckDB instance of the catalog
+def test_sql_reads_the_lake_and_refuses_writes(
+    both: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     lake = str(both[1])
-    refused = run_cli("sql", f"COPY (SELECT 1) TO '{lake}/kernels/x.parquet'", "--lake", lake)
-    assert (refused.returncode, refused.stdout) == (1, "")
-    assert (
-        refused.stderr
-        == "diag: error: query refused: on a lake diag sql runs queries only (SELECT, WITH, EXPLAIN)\n"
-    )
+    code, out, err = diag(capsys, "sql", f"COPY (SELECT 1) TO '{lake}/kernels/x.parquet'", "--lake", lake)
+    assert (code, out) == (1, "")
+    assert err == "diag: error: query refused: on a lake diag sql runs queries only (SELECT, WITH, EXPLAIN)\n"
     assert not (both[1] / "kernels" / "x.parquet").exists()
+    # in a process of its own: the sandbox's settings are global to the DuckDB instance of the catalog
     counted = run_cli("sql", "SELECT count(*) AS n FROM kernels WHERE run_id = 2", "--lake", lake, "--json")
     assert (counted.returncode, json.loads(counted.stdout)) == (0, {"columns": ["n"], "rows": [{"n": 62}]})
