@@ -143,6 +143,25 @@ def create_catalog(root: Path) -> None:
         refresh_views(store.con, root)
 
 
+def catalog_from_database(root: Path, db: str | Path) -> None:
+    """The catalog of a folder ``diag export --format parquet`` wrote (its tables are partitioned alike): the
+    small tables and sequences from the database, views over the exported partitions. The folder is then a
+    lake (``--lake``, and further ``diag ingest --lake``)."""
+    create_catalog(root)
+    con = _connect(catalog_path(root), read_only=False)
+    try:
+        q(con, f"ATTACH {sql_literal(Path(db).as_posix())} AS src (READ_ONLY)")
+        q(con, "BEGIN TRANSACTION")
+        for table in SMALL_TABLES:
+            q(con, f'INSERT INTO "{table}" SELECT * FROM src."{table}"')
+        _set_sequences(con, _sequence_starts(con, "src"))
+        refresh_views(con, root)
+        q(con, "COMMIT")
+        q(con, "DETACH src")
+    finally:
+        con.close()
+
+
 def _sequence_starts(con: duckdb.DuckDBPyConnection, schema: str | None = None) -> dict[str, int]:
     """The next id of each sequence: past its last value and past every stored id. ``schema``: an attached
     database's name; None: the connection's own."""

@@ -208,3 +208,9 @@ def test_sql_reads_the_lake_and_refuses_writes(
     # in a process of its own: the sandbox's settings are global to the DuckDB instance of the catalog
     counted = run_cli("sql", "SELECT count(*) AS n FROM kernels WHERE run_id = 2", "--lake", lake, "--json")
     assert (counted.returncode, json.loads(counted.stdout)) == (0, {"columns": ["n"], "rows": [{"n": 62}]})
+
+
+def test_an_exported_database_is_a_lake(both: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    assert main(["export", "--format", "parquet", str(tmp_path / "out"), "--db", str(both[2])]) == 0
+    assert (tmp_path / "out" / "catalog.duckdb").is_file()
+    assert len(lake_equals_db(tmp_path / "out", both[2])["kernels"]) == 248
