@@ -28,6 +28,7 @@ and last the catalog's small tables are replaced from the staging file in one tr
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import uuid
@@ -35,7 +36,7 @@ from pathlib import Path
 
 import duckdb
 
-from diag.errors import DiagError, StoreError
+from diag.errors import DatabaseBusyError, DiagError, StoreError
 from diag.schema import DATA_TABLES, TABLE_BY_NAME, TABLES, VIEWS
 from diag.sql_text import sql_literal
 from diag.store import Store, _connect, q
@@ -195,6 +196,20 @@ def remove_leftovers(root: Path) -> None:
             shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)
 
 
+def _take_writer_lock(root: Path):  # type: ignore[no-untyped-def] - an open file
+    """One writer per lake: an exclusive flock on ``DIR/.writer.lock`` for the whole ingest (readers never wait:
+    they read the catalog and the partitions, which change only by atomic steps)."""
+    lock = (root / ".writer.lock").open("a")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.close()
+        raise DatabaseBusyError(
+            f"{root}: another diag ingest is writing this lake; retry when it is done"
+        ) from None
+    return lock
+
+
 class StagingStore(Store):
     """The staging database of one lake ingest. A run already in the lake has its rows brought in the moment
     the ingest changes it (a file replaced, a file added, a log attached), before the parse runs: the parsers'
@@ -250,9 +265,11 @@ class LakeWriter:
         self.root = Path(root)
         if self.root.exists() and not self.root.is_dir():
             raise StoreError(f"{self.root}: not a folder (a lake is a folder)")
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock = _take_writer_lock(self.root)
         if not is_lake(self.root):
             create_catalog(self.root)
-        remove_leftovers(self.root)
+        remove_leftovers(self.root)  # under the lock: no other writer's staging files are live
         token = uuid.uuid4().hex
         self.staging_path = self.root / f".staging-{token}.duckdb"
         self.incoming = self.root / f".incoming-{token}"
@@ -272,6 +289,7 @@ class LakeWriter:
 
     def close(self) -> None:
         self.store.close()
+        self._lock.close()  # releases the flock
         shutil.rmtree(self.incoming, ignore_errors=True)
         for path in (self.staging_path, self.staging_path.with_suffix(".duckdb.wal")):
             path.unlink(missing_ok=True)

@@ -214,3 +214,13 @@ def test_an_exported_database_is_a_lake(both: tuple[Path, Path, Path], tmp_path:
     assert main(["export", "--format", "parquet", str(tmp_path / "out"), "--db", str(both[2])]) == 0
     assert (tmp_path / "out" / "catalog.duckdb").is_file()
     assert len(lake_equals_db(tmp_path / "out", both[2])["kernels"]) == 248
+
+
+def test_a_second_writer_is_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with LakeWriter(tmp_path / "lake"):
+        code, out, err = diag(capsys, "ingest", str(tmp_path / "none"), "--lake", str(tmp_path / "lake"))
+    assert (code, out) == (4, "")
+    assert (
+        err
+        == f"diag: error: {tmp_path / 'lake'}: another diag ingest is writing this lake; retry when it is done\n"
+    )
