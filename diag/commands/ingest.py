@@ -22,7 +22,6 @@ from diag.commands._common import (
     DEFAULT,
     DbOption,
     JsonOption,
-    LakeOption,
     console,
     fmt_bytes,
     print_json,
@@ -141,7 +140,12 @@ def ingest(
             help="Runs ingested at once (0: one per CPU core). Each run's files stay in order.",
         ),
     ] = 1,
-    lake: LakeOption = None,
+    lake: Annotated[
+        str | None,
+        typer.Option(
+            "--lake", help="Write into this Parquet lake folder (created if new) instead of a DuckDB file."
+        ),
+    ] = None,
 ) -> None:
     """Ingest profiler outputs; prints a line per file and a summary. Exit 1 if any file failed."""
     err = console(stderr=True)
