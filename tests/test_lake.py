@@ -195,6 +195,13 @@ def test_app_reads_the_lake(
     at = open_page(monkeypatch, both[1] / "catalog.duckdb")
     assert at.title[0].value == "Runs"
     assert {m.label: m.value for m in at.metric}["runs"] == "4"
+    at.checkbox(key="delete_sure").check().run()
+    at.button(key="delete_run").click().run()
+    assert not at.exception
+    assert at.error[0].value == (
+        f"This app reads the Parquet lake {both[1]} read-only: deleting a run is not possible here; "
+        f"add or replace runs with `diag ingest PATH… --lake {both[1]}`."
+    )
 
 
 def test_sql_reads_the_lake_and_refuses_writes(
