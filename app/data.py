@@ -219,7 +219,8 @@ def _refuse_on_lake(what: str) -> None:
     lake = os.environ.get("DIAG_LAKE")
     if lake:
         st.error(
-            f"This app reads the Parquet lake {lake} (read-only): {what} with `diag ingest … --lake {lake}`."
+            f"This app reads the Parquet lake {lake} read-only: {what} is not possible here; "
+            f"add or replace runs with `diag ingest PATH… --lake {lake}`."
         )
         st.stop()
 
