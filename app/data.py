@@ -46,7 +46,8 @@ def db_path() -> Path:
 
 @st.cache_resource
 def _store(path: str) -> tuple[Store, threading.Lock]:
-    return Store(path), threading.Lock()
+    # a lake's catalog (diag app --lake) is read-only: its rows are Parquet files the app never writes
+    return Store(path, read_only=bool(os.environ.get("DIAG_LAKE"))), threading.Lock()
 
 
 def store() -> Store:
@@ -224,7 +225,19 @@ def upload_cap_bytes() -> int:
     return DEFAULT_UPLOAD_BYTES
 
 
+def _refuse_on_lake(what: str) -> None:
+    """``diag app --lake``: the catalog is read-only; a write says so on the page instead of a traceback (#23)."""
+    lake = os.environ.get("DIAG_LAKE")
+    if lake:
+        st.error(
+            f"This app reads the Parquet lake {lake} read-only: {what} is not possible here; "
+            f"add or replace runs with `diag ingest PATH… --lake {lake}`."
+        )
+        st.stop()
+
+
 def ingest(uploads: list[Upload], on_file_done: Callable[[FileOutcome], None] | None = None) -> list[dict]:
+    _refuse_on_lake("uploading files")
     with _write_lock():
         outcomes = ingest_uploads(
             store(), uploads, upload_root(db_path()), max_bytes=upload_cap_bytes(), on_file_done=on_file_done
@@ -234,6 +247,7 @@ def ingest(uploads: list[Upload], on_file_done: Callable[[FileOutcome], None] | 
 
 def delete_run(run_id: int) -> None:
     """Delete a run, then the upload folders nothing stored comes from any more (diag.uploads retention)."""
+    _refuse_on_lake("deleting a run")
     with _write_lock():
         folders = upload_folders(store(), upload_root(db_path()), run_id)
         store().delete_run(run_id)

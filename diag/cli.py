@@ -12,6 +12,7 @@ from diag.commands import COMMANDS
 from diag.commands import bugreport as bugreport_command
 from diag.commands import ops as ops_command
 from diag.commands import scaling as scaling_command
+from diag.commands._common import add_lake_option
 from diag.commands._format import CONTROL_CHARS
 from diag.errors import DiagError
 
@@ -45,6 +46,7 @@ for command in COMMANDS:
 ops_command.register(app)  # diag ops (#20)
 bugreport_command.register(app)  # diag bugreport (#21)
 scaling_command.register(app)  # diag scaling (#20)
+add_lake_option(app)  # --lake DIR on every read command (#23); after every registration
 
 
 def main(argv: list[str] | None = None) -> int:

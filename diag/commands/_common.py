@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
+import os
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -12,6 +15,7 @@ import typer
 from rich.console import Console
 
 from diag.commands._format import escape, fmt_bytes, fmt_ns  # noqa: F401 - the names commands imported from here
+from diag.lake import LakeUsageError, catalog_path, open_lake
 from diag.store import DEFAULT_DB
 
 DbOption = Annotated[str, typer.Option("--db", help="DuckDB file to use.", envvar="DIAG_DB")]
@@ -53,3 +57,54 @@ def wrote(path: Path, size_bytes: int | None = None, detail: str = "") -> None:
     size = path.stat().st_size if size_bytes is None else size_bytes
     what = ", ".join(x for x in (fmt_bytes(size), detail) if x)
     console(stderr=True).print(f"wrote {escape(str(path))} ({what})")  # stdout stays the data: empty
+
+
+LakeOption = Annotated[
+    str | None,
+    typer.Option(
+        "--lake", help="Parquet lake folder to read (written by `diag ingest --lake`) instead of --db."
+    ),
+]
+
+
+def refuse_db_with_lake(db: str | None, lake: str | None) -> None:
+    """--lake and --db name two stores: one line, exit 2. --db counts as given when its value is not the one it
+    has without the option (the default, or DIAG_DB): DIAG_DB is a default, a --lake on the command line wins."""
+    if lake is not None and db is not None and db not in (DEFAULT, os.environ.get("DIAG_DB")):
+        raise LakeUsageError("--lake and --db name two stores: give one of them")
+
+
+def lake_catalog(db: str | None, lake: str) -> str:
+    """The catalog file of ``lake``, which the read commands open as their database (read-only)."""
+    refuse_db_with_lake(db, lake)
+    open_lake(lake).close()  # a missing or foreign folder: one line here, before the command starts
+    return str(catalog_path(lake))
+
+
+def _with_lake(command: Callable[..., Any]) -> Callable[..., Any]:
+    signature = inspect.signature(command, eval_str=True)
+    lake_param = inspect.Parameter(
+        "lake", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=LakeOption
+    )
+
+    @functools.wraps(command)
+    def run(*args: Any, lake: str | None = None, **kwargs: Any) -> Any:
+        if lake is not None:
+            kwargs["db"] = lake_catalog(kwargs.get("db"), lake)
+        return command(*args, **kwargs)
+
+    run.__signature__ = signature.replace(parameters=[*signature.parameters.values(), lake_param])  # type: ignore[attr-defined]
+    run.__annotations__ = {**{n: p.annotation for n, p in signature.parameters.items()}, "lake": LakeOption}
+    return run
+
+
+def add_lake_option(app: typer.Typer) -> None:
+    """``--lake DIR`` on every command that reads the store through ``--db`` and has no lake option of its own
+    (ingest and app handle theirs): the lake's catalog is a read-only Store, so the command runs unchanged."""
+    for info in app.registered_commands:
+        params = inspect.signature(info.callback).parameters if info.callback else {}
+        if "db" in params and "lake" not in params:
+            info.callback = _with_lake(info.callback)
+    for group in app.registered_groups:
+        if group.typer_instance is not None:
+            add_lake_option(group.typer_instance)

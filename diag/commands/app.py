@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from diag.commands._common import DEFAULT, DbOption, console
+from diag.commands._common import DEFAULT, DbOption, LakeOption, console, lake_catalog
 from diag.ingest import Ingestor
 from diag.store import Store
 
@@ -76,14 +76,18 @@ def app(
     no_samples: Annotated[
         bool, typer.Option("--no-samples", help="Do not load sample_traces/ into an empty database.")
     ] = False,
+    lake: LakeOption = None,
 ) -> None:
-    """Start the web app (Streamlit) on the database."""
+    """Start the web app (Streamlit) on the database (or, read-only, on a Parquet lake)."""
     out = console()
+    lake_env = {}
+    if lake is not None:  # the lake's catalog, read-only: no samples loaded into it, no uploads stored
+        db, no_samples, lake_env = lake_catalog(db, lake), True, {"DIAG_LAKE": str(Path(lake).resolve())}
     if not no_samples and SAMPLES.is_dir():
         added = ensure_samples(db)
         if added:
             out.print(f"loaded {added} sample run(s) from {SAMPLES} into {db}")
-    env = {**os.environ, "DIAG_DB": str(Path(db).resolve())}
+    env = {**os.environ, "DIAG_DB": str(Path(db).resolve()), **lake_env}
     cap_mb = max(1, int(os.environ.get("DIAG_MAX_UPLOAD_BYTES", str(2 << 30))) // (1 << 20))
     cmd = [
         sys.executable,

@@ -2,7 +2,8 @@
 
 - ``--format parquet OUT/``: the store as a Parquet dataset partitioned by job and run. DuckDB, Polars and Spark
   read it as one table per folder (``OUT/<table>/job_id=…/run_id=…/*.parquet``): the path for jobs too big for
-  one machine, or for sharing a store without DuckDB.
+  one machine, or for sharing a store without DuckDB. ``OUT/catalog.duckdb`` makes the folder a lake
+  (``diag.lake``): every read command takes ``--lake OUT``, and ``diag ingest --lake OUT`` adds to it.
 - ``--format chrome RUN -o FILE``: one run as a Chrome / Perfetto trace (Trace Event Format JSON) for
   ui.perfetto.dev and chrome://tracing, times relative to the run's start (``diag.chrome_trace``).
 """
@@ -17,6 +18,7 @@ import typer
 from diag.chrome_trace import write_chrome_trace
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
 from diag.errors import DiagError
+from diag.lake import catalog_from_database
 from diag.schema import TABLES
 from diag.store import Store, sql_literal
 
@@ -100,6 +102,7 @@ def _export_parquet(out: Path, db: str, fmt: str, as_json: bool) -> None:
                     f'COPY "{table.name}" TO {sql_literal(target + ".parquet")} (FORMAT parquet)'
                 ).fetchall()
             written[table.name] = int(n)
+    catalog_from_database(out, db)  # after the database is closed: the catalog attaches it
     if as_json:
         print_json({"db": db, "out": str(out), "format": fmt, "rows": written})
     else:

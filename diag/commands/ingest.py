@@ -18,10 +18,19 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from diag.commands._common import DEFAULT, DbOption, JsonOption, console, fmt_bytes, print_json
+from diag.commands._common import (
+    DEFAULT,
+    DbOption,
+    JsonOption,
+    console,
+    fmt_bytes,
+    print_json,
+    refuse_db_with_lake,
+)
 from diag.commands._format import MISSING, escape, fmt_count
 from diag.discover import Candidate
 from diag.ingest import DEFAULT_MAX_FILE_BYTES, FileOutcome, Ingestor, IngestSummary
+from diag.lake import LakeWriter
 from diag.store import Store
 
 SKIPPED_SHOWN = 10  # skipped files named per reason in the normal output; the rest are counted
@@ -131,11 +140,20 @@ def ingest(
             help="Runs ingested at once (0: one per CPU core). Each run's files stay in order.",
         ),
     ] = 1,
+    lake: Annotated[
+        str | None,
+        typer.Option(
+            "--lake", help="Write into this Parquet lake folder (created if new) instead of a DuckDB file."
+        ),
+    ] = None,
 ) -> None:
     """Ingest profiler outputs; prints a line per file and a summary. Exit 1 if any file failed."""
     err = console(stderr=True)
     out = console()
-    store = Store(db)
+    refuse_db_with_lake(db, lake)  # --lake: write into the lake folder (created) instead of a DuckDB file
+    writer = LakeWriter(lake) if lake else None
+    store = writer.store if writer else Store(db)
+    db = lake or db
     quiet = as_json or not sys.stderr.isatty()
     progress = Progress(
         TextColumn("[bold]ingest[/]"),
@@ -187,6 +205,11 @@ def ingest(
         payload = summary_json(db, summary, store)
     finally:
         ingestor.close()
+    if writer:  # the rows are in the staging database: now the lake's partitions, then its catalog
+        try:
+            writer.commit()
+        finally:
+            writer.close()
     if as_json:
         print_json(payload)
     else:

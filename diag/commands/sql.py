@@ -10,6 +10,7 @@ import typer
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
 from diag.commands._format import MISSING, escape, table
 from diag.errors import DiagError
+from diag.lake import lake_sandbox
 from diag.store import Store
 
 SANDBOX = ("SET enable_external_access = false", "SET lock_configuration = true")
@@ -25,7 +26,7 @@ def sql(
     with Store(db, read_only=True) as store:
         # the store's tables and views only: no file read or written (COPY, EXPORT, read_text, glob, ATTACH),
         # no extension installed or loaded, and no setting changed back
-        for setting in SANDBOX:
+        for setting in (*lake_sandbox(db, query), *SANDBOX):  # a lake's views read its Parquet files (#23)
             store.con.execute(setting)
         try:
             cur = store.cursor().execute(query)
