@@ -298,7 +298,8 @@ class CannLogParser:
     # 5: task timeouts by the runtime's reason, inner-error messages, device-log dumps, more phrase families (#16)
     # 6: CR-only line ends read as line ends, NUL-padded small logs no longer taken for binary (#18)
     # 7: a line over 1 MiB is stored as its head, the file partial (#18)
-    version = 7
+    # 8: round-4 rules (#16): WorkHCCL watchdog timeout, shell "Killed" reports, vllm-ascend KV budget at 0 …
+    version = 8
     platform = "ascend"
     creates_run = False  # a log joins the run of its folder when there is one
 

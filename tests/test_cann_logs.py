@@ -325,6 +325,9 @@ RULE_EXAMPLES = {
     "abort_signal_handler": "[2024-02-27 16:09:19,106 E 19394 19394] logging.cc:361: *** SIGSEGV received at time=1709021359 on cpu 44 ***",
     "unclassified_exception_code": "[Question]: RuntimeError: aclnnCausalConv1dGetWorkspaceSize failed with aclnnStatus=561002.",
     "version_missing_module": "ModuleNotFoundError: No module named 'tbe'",
+    "hccl_watchdog_timeout": "[rank1]:[E324 13:00:25.428029551 compiler_depend.ts:574] [Rank 1] Watchdog caught collective operation timeout: WorkHCCL(SeqNum=196, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800079 milliseconds before timing out.",
+    "abort_process_group_teardown": "[rank1]:[E324 13:00:25.428107952 compiler_depend.ts:634] To avoid data inconsistency, we are taking the entire process down.",
+    "abort_shell_killed": "start.sh: line 38: 14328 Killed vllm serve /home/data3/weights/MiniMax-M2.7-w8a8-quarot --tensor-parallel-size 8",
 }
 
 
