@@ -179,7 +179,7 @@ def test_trap_vllm_console_only_is_read(tmp_path):
          "vllm_worker_died", "abort"),
         ("(VllmWorker rank=0 pid=7) ERROR 11-26 11:43:04 [multiproc_executor.py:527] WorkerProc failed to start.", "vllm_worker_died", "abort"),
         ("[rank0]: RuntimeError: Engine process failed to start. See stack trace for the root cause.", "abort_watchdog", "abort"),
-        ("/tmp/x/launcher.cpp:12:5: error: use of undeclared identifier 'aclOpExecutor'", "version_jit_header", "version_mismatch"),
+        ("/tmp/x/launcher.cpp:12:5: error: use of undeclared identifier 'aclOpExecutor'", "jit_header_compile_error", "unclassified_error"),
     ],
 )  # fmt: skip
 def test_vllm_console_rules(line, rule_id, category):

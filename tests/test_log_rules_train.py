@@ -179,6 +179,30 @@ ROUND4_CASES = [
         "high",
         "CUDA out of memory occurred when warming up sampler with 256 dummy requests",
     ),
+    # NCCL's "unhandled cuda error" wraps the CUDA error its CUDACHECK printed ("Cuda failure 'out of memory'"):
+    # that code (cudaErrorMemoryAllocation) is the cause, not a collective failure
+    (
+        "w3_050_nccl_unhandled_cuda_error_cuda_failure_out_of_memory_qwen3_235b_vllm_18446.log",
+        "oom",
+        "high",
+        "Cuda failure 'out of memory'",
+    ),
+    # a JIT header that lacks a CANN declaration: the compiler does not say why, so an honest unknown
+    (
+        "w1_041_triton_header_undeclared_aclopexecutor.log",
+        "unclassified_error",
+        "medium",
+        "error: use of undeclared identifier 'aclOpExecutor'",
+    ),
+    # the compiler missing its own <built-in> header: a broken / mixed toolkit install
+    (
+        "w2_063_e40021_compile_op_clang_cce_header_missing_xpu_graph_304.log",
+        "version_mismatch",
+        "high",
+        "fatal error: '__clang_cce_runtime_wrapper.h' file not found",
+    ),
+    # rtGetDevMsg failing after the context / device is gone says nothing about versions
+    ("w1_035_npu_context_empty_107002.log", "unclassified_error", "medium", "[Error]: The context is empty."),
 ]
 
 
