@@ -79,6 +79,9 @@ _STRONG = re.compile(
     r"|NPU out of memory\. Tried to allocate|will fall back to run on the CPU|(?:NPU|OPS|HCCL) function error: "
     r"|GetWorkspaceSize not in libopapi|Unsupported soc version: |does not hit the high-priority operator"
     r"|The (?:error|extend info) from device\(|\[FUNC:\w+\]\[FILE:[\w.]+\]\[LINE:\d+\]"
+    # a CANN error as error_code.json names it, "<ErrorType>(<code>)": Communication_Error_Get_Socket(EI0006),
+    # AclNN_Parameter_Error(EZ1001), Device_Absent/Abnormal(EL0001) — also when pasted alone or cut at its start
+    r"|\b[A-Za-z]+(?:_[A-Za-z]+)+(?:/[A-Za-z]+)?\([EWI][0-9A-Z]\d{4}\)"
     # vLLM / vLLM-Ascend console (vllm/logger.py: "%(levelname)s %(asctime)s [%(filename)s:%(lineno)d] %(message)s",
     # asctime "%m-%d %H:%M:%S"), behind an optional "(EngineCore_DP0 pid=123) " process prefix
     r"|(?:^|\) )(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[\w./-]+\.py:\d+\] ",

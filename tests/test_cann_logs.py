@@ -328,6 +328,7 @@ RULE_EXAMPLES = {
     "hccl_watchdog_timeout": "[rank1]:[E324 13:00:25.428029551 compiler_depend.ts:574] [Rank 1] Watchdog caught collective operation timeout: WorkHCCL(SeqNum=196, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800079 milliseconds before timing out.",
     "abort_process_group_teardown": "[rank1]:[E324 13:00:25.428107952 compiler_depend.ts:634] To avoid data inconsistency, we are taking the entire process down.",
     "version_compiler_builtin_header": "Exception: An error occurred during compile phases of CompileStage.PRECOMPILE, msg is <built-in>:1:10: fatal error: '__clang_cce_runtime_wrapper.h' file not found",
+    "op_unsupported_dtype": "[PID: 235311] 2026-08-03-15:41:28.117.010 AclNN_Parameter_Error(EZ1001): Tensor self not implemented for DT_UINT64, should be in dtype support list [DT_FLOAT,DT_INT32].",
     "abort_shell_killed": "start.sh: line 38: 14328 Killed vllm serve /home/data3/weights/MiniMax-M2.7-w8a8-quarot --tensor-parallel-size 8",
 }
 

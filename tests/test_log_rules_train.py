@@ -203,6 +203,14 @@ ROUND4_CASES = [
     ),
     # rtGetDevMsg failing after the context / device is gone says nothing about versions
     ("w1_035_npu_context_empty_107002.log", "unclassified_error", "medium", "[Error]: The context is empty."),
+    # a CANN error named as error_code.json prints it, pasted alone ("Communication_Error_Get_Socket(EI0006)"): the
+    # file is read as a log and the code places it
+    (
+        "w3_035_ei0006_get_socket_fingerprint_hccl_connect_timeout_afd_plugin_229.log",
+        "hccl_timeout",
+        "high",
+        "Communication_Error_Get_Socket(EI0006)",
+    ),
 ]
 
 
@@ -255,6 +263,55 @@ WORDINGS = [
         "ERROR 03-04 12:57:08 [engine.py:409] RuntimeError: The Inner error is reported as above. The process exits "
         "for this inner error, and the current working operator name is RepeatInterleave.",
         "error_wrapper",
+    ),
+]
+
+
+# Round 4: phrase families from the printers' sources (all of w1–w3 is training data now)
+WORDINGS += [
+    # op-plugin TORCH_NPU_WARN_ONCE("Warning: kernel [isneginf] is not supported by NPU currently. Now this kernel is
+    # running on CPU.") (w3_041)
+    (
+        "[W1030 19:11:34.575606316 compiler_depend.ts:35] Warning: Warning: kernel [isneginf.out] is not supported by "
+        "NPU currently. Now this kernel is running on CPU. (function operator())",
+        "cpu_fallback",
+    ),
+    # torchdynamo (2022) "torchdynamo hit recompilation cache limit ({cache_size_limit}) for function …" (w2_084)
+    (
+        "> torchdynamo hit recompilation cache limit (2) for function 'model' (warn.py:39), due to the following "
+        "guard failures: [['___check_tensors(input)'], ['___check_tensors(input)']]",
+        "recompile",
+    ),
+    # a custom-op package built for another SoC (w1_068)
+    (
+        "[ERROR] the socversion Ascend910B1 of bin package does not match the current device socverison Ascend310P3.",
+        "version_mismatch",
+    ),
+    # the device task scheduler's own timeout report (w2_029)
+    (
+        "[ERROR] TSCH(-1,null):2020-06-04-10:51:09.520.395 28 (cpuid:0) ai_core_dispatcher.c:1012 "
+        "bs_done_exception_proc_timeout: slot_id=1,TS_ctrl=0x4,exception_core_list=0x0",
+        "task_timeout",
+    ),
+    # EE1002 "Stream synchronize timeout" (rules/error_codes.csv) with the runtime's reason (w2_052)
+    (
+        "EE1002: 2024-09-26-16:06:40.565.510 Stream synchronize timeout. rtDeviceSynchronize execute failed, "
+        "reason=[stream sync timeout]",
+        "task_timeout",
+    ),
+    # vLLM / SGLang pynccl_wrapper NCCL_CHECK: RuntimeError(f"NCCL error: {error_str}") (w3_049)
+    (
+        "(VllmWorkerProcess pid=232) ERROR 08-23 08:25:25 multiproc_worker_utils.py:226] Exception in worker "
+        "VllmWorkerProcess while processing method init_device: NCCL error: unhandled system error (run with "
+        "NCCL_DEBUG=INFO for details), Traceback (most recent call last):",
+        "hccl_timeout",
+    ),
+    # torch_npu's own dtype check ("scalar_type:UInt64is not surpported", its spelling) and aclnn's (w2_054, w3_039)
+    ("RuntimeError: self scalar_type:UInt64is not surpported.", "op_unsupported"),
+    (
+        "AclNN_Parameter_Error(EZ1001): Io input dtype or format is not supported, get io input info is "
+        "x(DT_BFLOAT16, ND) gamma(DT_BFLOAT16, ND) but supported list is:",
+        "op_unsupported",
     ),
 ]
 
