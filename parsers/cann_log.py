@@ -88,7 +88,8 @@ _STRONG = re.compile(
     re.M,
 )
 _WEAK = re.compile(
-    r"\b(?:ERROR|WARNING|INFO|DEBUG|CRITICAL)\b|^Traceback \(most recent call last\)|^\w[\w.]*(?:Error|Exception): "
+    # (a torchrun "[rank4]: " prefix before a traceback or its exception line)
+    r"\b(?:ERROR|WARNING|INFO|DEBUG|CRITICAL)\b|^(?:\[rank\d+\]: ?)?(?:Traceback \(most recent call last\)|\w[\w.]*(?:Error|Exception): )"
     r"|^[IWEF]\d{4} \d\d:\d\d:\d\d|^\[?\d{4}-\d\d-\d\d[ T-]\d\d:\d\d:\d\d|\btorch|\bNPU\b"
     r"|\bNVML\b|\bNCCL (?:INFO|WARN|error)|\bCUDA (?:error|out of memory)",  # CUDA consoles (log_patterns_cuda)
     re.M,

@@ -203,6 +203,21 @@ ROUND4_CASES = [
     ),
     # rtGetDevMsg failing after the context / device is gone says nothing about versions
     ("w1_035_npu_context_empty_107002.log", "unclassified_error", "medium", "[Error]: The context is empty."),
+    # MindIE's service layout ("[ts] [pid] [tid] [llm] [ERROR] [logging.py-348] : …") is read with its level, and
+    # its warm-up OOM in the engine's own words is an OOM
+    (
+        "w1_042_mindie_warmup_oom.log",
+        "oom",
+        "high",
+        "Warmup failed, because of multimodal model inference out of memory",
+    ),
+    # a torchrun "[rank4]: " console holding only a traceback's exception line is a log: an honest unknown
+    (
+        "w3_057_mindspeed_fused_args_remaining_argv_valueerror_megatron_swift_ms_swift_8115.log",
+        "unclassified_error",
+        "medium",
+        "ValueError: remaining_argv: ['--use_fused_rmsnorm', '--use_fused_rotary",
+    ),
     # a CANN error named as error_code.json prints it, pasted alone ("Communication_Error_Get_Socket(EI0006)"): the
     # file is read as a log and the code places it
     (
