@@ -330,6 +330,8 @@ RULE_EXAMPLES = {
     "version_compiler_builtin_header": "Exception: An error occurred during compile phases of CompileStage.PRECOMPILE, msg is <built-in>:1:10: fatal error: '__clang_cce_runtime_wrapper.h' file not found",
     "op_unsupported_dtype": "[PID: 235311] 2026-08-03-15:41:28.117.010 AclNN_Parameter_Error(EZ1001): Tensor self not implemented for DT_UINT64, should be in dtype support list [DT_FLOAT,DT_INT32].",
     "oom_engine_phrase": "[2025-11-25 17:23:11,888] [249] [281471718846752] [llm] [ERROR] [logging.py-348] : Warmup failed, because of multimodal model inference out of memory when `maxInputTokenLen` set to 8192.",
+    "version_kernel_binary": "EZ9999: [PID: 5625] 2025-09-19-14:34:08.166.059 Parse dynamic kernel config fail.",
+    "version_package_mismatch_warning": "/vllm-workspace/vllm-omni/vllm_omni/version.py:55: RuntimeWarning: vLLM and vLLM-Omni appear to have mismatched major/minor versions:",
     "abort_shell_killed": "start.sh: line 38: 14328 Killed vllm serve /home/data3/weights/MiniMax-M2.7-w8a8-quarot --tensor-parallel-size 8",
 }
 

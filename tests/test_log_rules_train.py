@@ -218,6 +218,21 @@ ROUND4_CASES = [
         "medium",
         "ValueError: remaining_argv: ['--use_fused_rmsnorm', '--use_fused_rotary",
     ),
+    # a record pasted as escaped JSON ('…\\nE30006: <ts> Failed to verify the OPP'): its codes are still read, and the
+    # catalogued one (E30006, an incorrect operator package) places it over the ERR00100 envelope beside it
+    (
+        "w2_058_e30006_verify_opp_escaped_json_detail_mineru_vllm_ascend_4284.log",
+        "version_mismatch",
+        "high",
+        "E30006: 2025-11-19-11:14:58.516.606 Failed to verify the OPP",
+    ),
+    # opapi cannot parse the op's kernel config for this SoC: a kernels package of another chip / CANN
+    (
+        "w2_079_parse_dynamic_kernel_config_arange_910c_with_910b_image_vllm_ascend_3046.log",
+        "version_mismatch",
+        "high",
+        "ArangeAiCore ADD_TO_LAUNCHER_LIST_AICORE failed.",
+    ),
     # a CANN error named as error_code.json prints it, pasted alone ("Communication_Error_Get_Socket(EI0006)"): the
     # file is read as a log and the code places it
     (
