@@ -268,6 +268,7 @@ def test_error_code_forms(line, code, pid, ts):
 RULE_EXAMPLES = {
     "noise_cuda_import_on_ascend": "WARNING 11-26 11:43:04 [_custom_ops.py:21] Failed to import from vllm._C with ImportError('libcudart.so.12: cannot open shared object file: No such file or directory')",
     "noise_backend_fallback": "WARNING 11-26 11:43:04 [arg_utils.py:1700] Falling back to V0 engine.",
+    "noise_torch_npu_dtype_notice": "[W compiler_depend.ts:51] Warning: Device do not support double dtype now, dtype cast repalce with float. (function operator())",
     "noise_weights_loaded": "INFO 11-26 11:43:04 [default_loader.py:262] Loading weights took 12.34 seconds",
     "noise_hccl_entry": "[INFO] HCCL(3015875,python):2025-03-07-11:43:32.305.623 [hccl_opbase_atrace_info.cc:56][3017221]Entry-HcclAllReduce: tag[AllReduce_1], count[1024]",
     "noise_err_to_warn": "[WARNING] HCCL(26056,python):2025-12-30-15:08:28.046.802 [aicpu_kfc_utils.cc:387] [26068]ErrToWarn: ********* msgArea 0x12c15b400000 start print **********",

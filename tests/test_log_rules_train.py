@@ -233,6 +233,13 @@ ROUND4_CASES = [
         "high",
         "ArangeAiCore ADD_TO_LAUNCHER_LIST_AICORE failed.",
     ),
+    # a lost rank (heartbeat) is what the other ranks' notify waits follow from: it leads the HCCL timeout
+    (
+        "w2_089_ei0002_507048_cluster_exception_heartbeat_lost_torch_npu_docs_hccl_timeout.log",
+        "hccl_timeout",
+        "high",
+        "ExceptionType:[Heartbeat Lost Occurred], Possible Reason:1. Process has exited",
+    ),
     # a CANN error named as error_code.json prints it, pasted alone ("Communication_Error_Get_Socket(EI0006)"): the
     # file is read as a log and the code places it
     (
