@@ -46,6 +46,12 @@ FORMS: tuple[tuple[str, str], ...] = (
     ("c10", rf"^\[(?P<level>[WEI])(?:{_MD_HMS})? ?(?P<src>[\w./-]+:\d+)\] (?:Warning: )?(?P<msg>.*)$"),
     ("glog", rf"^(?P<level>[IWEF]){_MD_HMS}\s+(?P<tid>\d+) (?P<src>[^\s\]]+:\d+)\] ?(?P<msg>.*)$"),
     ("mindie", rf"^\[{_TS} {_HMS}[.,](?P<f>\d+)\] \[(?P<level>[A-Za-z]+)\] \[(?P<tid>\d+)\] \[(?P<src>[^\]]+:\d+)\] ?(?P<msg>.*)$"),
+    # MindIE service / LLM default layout ("[yyyy-mm-dd hh:mm:ss.uuuuuu][processid] [threadid] [llm] [loglevel][file:line]
+    # [error code] msg", as mindie_llm prints it on its first line): "[2025-12-15 15:19:22.681+08:00] [38] [452] [server]
+    # [ERROR] [http_server.cpp:163] : [MIE04E02041C] …"; the Python side writes "[logging.py-348]"
+    ("mindie_service", rf"^\[{_TS} {_HMS}[.,](?P<f>\d+)(?:[+-]\d\d:?\d\d)?\] ?\[(?P<pid>\d+)\] ?\[(?P<tid>\d+)\] ?"
+                       r"\[(?P<module>\w+)\] ?\[(?P<level>(?i:error|warning|warn|info|debug|critical|fatal))\] ?"
+                       r"\[(?P<src>[^\]\s]+[:-]\d+)\] ?:? ?(?P<msg>.*)$"),
     ("pylog", rf"^\[{_TS} {_HMS}[.,](?P<f>\d+)\] (?P<module>[\w.]+): \[(?P<level>[A-Z]+)\] ?(?P<msg>.*)$"),
     ("pylog2", rf"^{_TS} {_HMS}[.,](?P<f>\d+) - (?P<module>\S+) - (?P<level>[A-Z]+) - (?P<msg>.*)$"),
     ("paddle", r"^\[(?P<level>[WEIF]) +\d+/ ?\d+ \d\d:\d\d:\d\d\.\d+ (?P<src>\S+:\d+)[^\]]*\] ?(?P<msg>.*)$"),

@@ -79,13 +79,17 @@ _STRONG = re.compile(
     r"|NPU out of memory\. Tried to allocate|will fall back to run on the CPU|(?:NPU|OPS|HCCL) function error: "
     r"|GetWorkspaceSize not in libopapi|Unsupported soc version: |does not hit the high-priority operator"
     r"|The (?:error|extend info) from device\(|\[FUNC:\w+\]\[FILE:[\w.]+\]\[LINE:\d+\]"
+    # a CANN error as error_code.json names it, "<ErrorType>(<code>)": Communication_Error_Get_Socket(EI0006),
+    # AclNN_Parameter_Error(EZ1001), Device_Absent/Abnormal(EL0001) — also when pasted alone or cut at its start
+    r"|\b[A-Za-z]+(?:_[A-Za-z]+)+(?:/[A-Za-z]+)?\([EWI][0-9A-Z]\d{4}\)"
     # vLLM / vLLM-Ascend console (vllm/logger.py: "%(levelname)s %(asctime)s [%(filename)s:%(lineno)d] %(message)s",
     # asctime "%m-%d %H:%M:%S"), behind an optional "(EngineCore_DP0 pid=123) " process prefix
     r"|(?:^|\) )(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[\w./-]+\.py:\d+\] ",
     re.M,
 )
 _WEAK = re.compile(
-    r"\b(?:ERROR|WARNING|INFO|DEBUG|CRITICAL)\b|^Traceback \(most recent call last\)|^\w[\w.]*(?:Error|Exception): "
+    # (a torchrun "[rank4]: " prefix before a traceback or its exception line)
+    r"\b(?:ERROR|WARNING|INFO|DEBUG|CRITICAL)\b|^(?:\[rank\d+\]: ?)?(?:Traceback \(most recent call last\)|\w[\w.]*(?:Error|Exception): )"
     r"|^[IWEF]\d{4} \d\d:\d\d:\d\d|^\[?\d{4}-\d\d-\d\d[ T-]\d\d:\d\d:\d\d|\btorch|\bNPU\b"
     r"|\bNVML\b|\bNCCL (?:INFO|WARN|error)|\bCUDA (?:error|out of memory)",  # CUDA consoles (log_patterns_cuda)
     re.M,
@@ -298,7 +302,9 @@ class CannLogParser:
     # 5: task timeouts by the runtime's reason, inner-error messages, device-log dumps, more phrase families (#16)
     # 6: CR-only line ends read as line ends, NUL-padded small logs no longer taken for binary (#18)
     # 7: a line over 1 MiB is stored as its head, the file partial (#18)
-    version = 8  # 8: memory figures (start-up profile, KV blocks / tokens, *_gib sizes; issue #19)
+    # 8: memory figures (start-up profile, KV blocks / tokens, *_gib sizes; issue #19)
+    # 9: round-4 rules (#16): WorkHCCL watchdog timeout, shell "Killed" reports, vllm-ascend KV budget at 0 …
+    version = 9
     platform = "ascend"
     creates_run = False  # a log joins the run of its folder when there is one
 

@@ -268,6 +268,7 @@ def test_error_code_forms(line, code, pid, ts):
 RULE_EXAMPLES = {
     "noise_cuda_import_on_ascend": "WARNING 11-26 11:43:04 [_custom_ops.py:21] Failed to import from vllm._C with ImportError('libcudart.so.12: cannot open shared object file: No such file or directory')",
     "noise_backend_fallback": "WARNING 11-26 11:43:04 [arg_utils.py:1700] Falling back to V0 engine.",
+    "noise_torch_npu_dtype_notice": "[W compiler_depend.ts:51] Warning: Device do not support double dtype now, dtype cast repalce with float. (function operator())",
     "noise_weights_loaded": "INFO 11-26 11:43:04 [default_loader.py:262] Loading weights took 12.34 seconds",
     "noise_hccl_entry": "[INFO] HCCL(3015875,python):2025-03-07-11:43:32.305.623 [hccl_opbase_atrace_info.cc:56][3017221]Entry-HcclAllReduce: tag[AllReduce_1], count[1024]",
     "noise_err_to_warn": "[WARNING] HCCL(26056,python):2025-12-30-15:08:28.046.802 [aicpu_kfc_utils.cc:387] [26068]ErrToWarn: ********* msgArea 0x12c15b400000 start print **********",
@@ -305,7 +306,7 @@ RULE_EXAMPLES = {
     "version_cann_mismatch": "[W  5/ 9 20:23:15.461 .../src/driver/huawei_ascend_npu/utility.cc:57 InitializeAscendCL] CANN version mismatch. The build version is 5.1.0, but the current environment version is 5.1.2.",
     "version_init_failed": "Call aclInit(nullptr) failed : 507008 at file /work/PaddleCustomDevice/backends/npu/runtime/runtime.cc line 403",
     "version_precision_mode": "[ERROR] GE(1234,python):2025-01-01-00:00:00.000.001 [ge_api.cc:10]1234 SetPrecisionMode failed, ret = 500001",
-    "version_jit_header": "/tmp/x/launcher.cpp:12:5: error: use of undeclared identifier 'aclOpExecutor'",
+    "jit_header_compile_error": "/tmp/x/launcher.cpp:12:5: error: use of undeclared identifier 'aclOpExecutor'",
     "code_task_timeout": "[PID: 360] 2025-12-29-13:22:34.447.110 AclNN_Runtime_Error(EZ9903): rtKernelLaunchWithHandleV2 failed: 507014",
     "code_device_exception": "NPU function error: call aclnnMatmul failed, error code is 507053",
     "code_oom": "NPU function error: call aclmdlLoadFromMem failed, error code is 245000",
@@ -325,6 +326,14 @@ RULE_EXAMPLES = {
     "abort_signal_handler": "[2024-02-27 16:09:19,106 E 19394 19394] logging.cc:361: *** SIGSEGV received at time=1709021359 on cpu 44 ***",
     "unclassified_exception_code": "[Question]: RuntimeError: aclnnCausalConv1dGetWorkspaceSize failed with aclnnStatus=561002.",
     "version_missing_module": "ModuleNotFoundError: No module named 'tbe'",
+    "hccl_watchdog_timeout": "[rank1]:[E324 13:00:25.428029551 compiler_depend.ts:574] [Rank 1] Watchdog caught collective operation timeout: WorkHCCL(SeqNum=196, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800079 milliseconds before timing out.",
+    "abort_process_group_teardown": "[rank1]:[E324 13:00:25.428107952 compiler_depend.ts:634] To avoid data inconsistency, we are taking the entire process down.",
+    "version_compiler_builtin_header": "Exception: An error occurred during compile phases of CompileStage.PRECOMPILE, msg is <built-in>:1:10: fatal error: '__clang_cce_runtime_wrapper.h' file not found",
+    "op_unsupported_dtype": "[PID: 235311] 2026-08-03-15:41:28.117.010 AclNN_Parameter_Error(EZ1001): Tensor self not implemented for DT_UINT64, should be in dtype support list [DT_FLOAT,DT_INT32].",
+    "oom_engine_phrase": "[2025-11-25 17:23:11,888] [249] [281471718846752] [llm] [ERROR] [logging.py-348] : Warmup failed, because of multimodal model inference out of memory when `maxInputTokenLen` set to 8192.",
+    "version_kernel_binary": "EZ9999: [PID: 5625] 2025-09-19-14:34:08.166.059 Parse dynamic kernel config fail.",
+    "version_package_mismatch_warning": "/vllm-workspace/vllm-omni/vllm_omni/version.py:55: RuntimeWarning: vLLM and vLLM-Omni appear to have mismatched major/minor versions:",
+    "abort_shell_killed": "start.sh: line 38: 14328 Killed vllm serve /home/data3/weights/MiniMax-M2.7-w8a8-quarot --tensor-parallel-size 8",
 }
 
 
@@ -584,7 +593,8 @@ def test_codes_outside_the_catalog_are_described_by_their_spelling(code, compone
         ("RuntimeError: create stream failed, EI0011 Insufficient device memory", "oom"),
         ("[ERROR] RUNTIME(9,python):2025-01-02-03:04:05.006.007 [stream.cc:1]9 fftsplus task execute failed, device_id=0", "device_exception"),
         ("RuntimeError: rank 3 reported EI0008 while initialising the communicator", "version_mismatch"),
-        ("EE1001: [PID: 77] 2025-02-03-04:05:06.007.008 The argument is invalid.Reason: rtGetDevMsg failed", "version_mismatch"),
+        # rtGetDevMsg fails once the context / device is gone (w1_035, w1_049): an unknown, not a version issue
+        ("EE1001: [PID: 77] 2025-02-03-04:05:06.007.008 The argument is invalid.Reason: rtGetDevMsg failed", "unclassified_error"),
         # a pid or size that happens to spell a runtime code is not one
         ("[ERROR] GE(507048,python):2025-01-02-03:04:05.006.007 [graph.cc:1]507048 build graph done", "unclassified_error"),  # a pid, not a code; an unplaced ERROR (#16)
     ],

@@ -316,6 +316,8 @@ CODE_EXAMPLES = {
     "cuda_named": ("code=700(cudaErrorIllegalAddress) \"cudaDeviceSynchronize()\"", ["CUDA:cudaErrorIllegalAddress"]),
     "cuda_message": ("RuntimeError: CUDA error: an illegal memory access was encountered",
                      ["CUDA:cudaErrorIllegalAddress"]),
+    # NCCL's CUDACHECK under "ncclUnhandledCudaError: … Last error:" (w3_050)
+    "nccl_cuda_failure": ("(VllmWorker rank=7 pid=240) Cuda failure 'out of memory'", ["CUDA:cudaErrorMemoryAllocation"]),
     "cuda_number": ("CUDA error 2 at kernel.cu:12", ["CUDA:cudaErrorMemoryAllocation"]),
     "nccl_named": ("ncclSystemError: System call (e.g. socket, malloc) or external library call failed",
                    ["NCCL:ncclSystemError"]),

@@ -159,6 +159,7 @@ def _candidates(
                  coalesce(rr.cat_rank, 50) AS cat_rank,  -- a rule gone from the file since ingest: a cause
                  coalesce(rr.rule_pos, 1000) AS rule_pos,
                  CASE WHEN regexp_matches(ep.raw, ?) THEN 1 ELSE 0 END AS generic,
+                 CASE ep.severity WHEN 'high' THEN 0 WHEN 'medium' THEN 1 WHEN 'low' THEN 2 ELSE 3 END AS sev_rank,
                  min(ep.eff_ns) OVER (PARTITION BY ep.episode, ep.category, ep.file_id) AS file_first_ns,
                  files.source
           FROM ep LEFT JOIN rr USING (rule_id) JOIN files ON files.file_id = ep.file_id{only})
@@ -170,7 +171,9 @@ def _candidates(
            list(DISTINCT origin) FILTER (WHERE origin IS NOT NULL) AS origins,
            list(struct_pack(file := source, file_id, record_no, line_no, ts_ns, rank := eff_rank, pid,
                             level, code, rule_id, raw, origin, eff_ns)
-                ORDER BY role_rank, generic, rule_pos, file_first_ns NULLS LAST, file_id, record_no)[1:{n_ev}]
+                -- a consequence (abort, worker died) leads by its own severity, then the first to happen
+                ORDER BY role_rank, generic, CASE WHEN role_rank = 2 THEN sev_rank ELSE rule_pos END,
+                         file_first_ns NULLS LAST, file_id, record_no)[1:{n_ev}]
                AS evidence,
            arg_min(figures, record_no) FILTER (WHERE figures IS NOT NULL) AS figures
     FROM g GROUP BY episode, category"""
@@ -196,6 +199,7 @@ def root_causes(
     for ep, group in by_episode.items():
         by_episode[ep] = group = _without_unplaced_beside_known(group)
         group.sort(key=lambda c: (c["sev"], c["role"], c["cat_rank"], c["first_ns"] or 0))
+        _unexplained_stop(group[0])
     ranked = sorted(  # untimed episodes after the timed ones of the same severity and role
         by_episode.values(),
         key=lambda g: (g[0]["sev"], g[0]["role"], g[0]["first_ns"] is None, g[0]["first_ns"] or 0),
@@ -210,8 +214,7 @@ def root_causes(
     return out
 
 
-# rules/log_patterns.toml: an ERROR record that no rule or catalogued code places
-UNCLASSIFIED = "unclassified_error"
+UNCLASSIFIED = log_episodes.UNCLASSIFIED  # an ERROR record that no rule or catalogued code places
 
 
 def _without_unplaced_beside_known(group: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -220,6 +223,14 @@ def _without_unplaced_beside_known(group: list[dict[str, Any]]) -> list[dict[str
     unknown is reported, never stacked under a known failure as a second one."""
     known = any(c["category"] != UNCLASSIFIED and c["sev"] <= 1 and c["role"] <= 1 for c in group)
     return [c for c in group if not (known and c["category"] == UNCLASSIFIED)]
+
+
+def _unexplained_stop(top: dict[str, Any]) -> None:
+    """An episode whose best candidate is a consequence at info (the process died, was killed or aborted, and no
+    record of it says why) is still a stop: reported at low severity, the answer being "it stopped, cause not in
+    the log" — never raised to medium, which would claim a failure the log does not show."""
+    if top["role"] == ROLE_ORDER["consequence"] and top["sev"] == SEVERITY_ORDER["info"]:
+        top["sev"] = SEVERITY_ORDER["low"]
 
 
 def episodes(store: Store, run_id: int | None = None, job_id: int | None = None) -> list[Episode]:

@@ -33,6 +33,9 @@ from typing import Any
 from diag.analyses.findings import thresholds
 from diag.store import Store
 
+# rules/log_patterns.toml: an ERROR record that no rule or catalogued code places
+UNCLASSIFIED = "unclassified_error"
+
 
 def settings() -> dict[str, float]:
     """``[log_episodes]`` of thresholds.toml, with the defaults documented there."""
@@ -156,13 +159,16 @@ def episodes(store: Store, run_id: int | None = None, job_id: int | None = None)
 
 def latest_incident(eps: list[Episode]) -> Episode | None:
     """The incident episode that ended last; untimed ones only when no incident has a time (then the last
-    one ingested); no incident at all: the latest episode of any kind."""
+    one ingested whose cause is named: in a console capture of several processes, untimed, the process whose
+    traceback was cut or that only reports an unknown error never hides the one that names the failure); no
+    incident at all: the latest episode of any kind."""
     for pool in ([e for e in eps if e.incident], eps):
         timed = [e for e in pool if e.end_ns is not None]
         if timed:
             return max(timed, key=lambda e: (e.end_ns, e.episode))
-        if pool:
-            return pool[-1]
+        named = [e for e in pool if e.root_cause and e.root_cause["category"] != UNCLASSIFIED]
+        if named or pool:
+            return (named or pool)[-1]
     return None
 
 
