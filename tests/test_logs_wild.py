@@ -18,7 +18,7 @@ EXTRA_CATEGORIES = {"unclassified", "noise"}
 # the %), false-positive ceiling.  A rule change may raise them, never lower them; raise these when it does.
 # Per index, so that a merged index of new excerpts does not move another's ratchet; add its own entry.
 # Round 4 (rules written against all of w1–w3, #16): raised to the figures measured after it.
-HELD_RATCHET = {"w1": (1.00, 0.89, 0), "w2": (1.00, 0.91, 0), "w3": (1.00, 0.85, 0)}
+HELD_RATCHET = {"w1": (1.00, 0.89, 0), "w2": (1.00, 0.91, 0), "w3": (1.00, 0.85, 0), "w4": (0.73, 0.65, 1)}
 
 
 def _categories() -> set[str]:
