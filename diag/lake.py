@@ -33,6 +33,7 @@ import os
 import shutil
 import uuid
 from pathlib import Path
+from typing import Literal
 
 import duckdb
 
@@ -45,6 +46,8 @@ CATALOG = "catalog.duckdb"
 SMALL_TABLES = tuple(t.name for t in TABLES if not t.per_file)
 _SEQUENCES = {"seq_job": "jobs.job_id", "seq_run": "runs.run_id", "seq_file": "files.file_id"}
 _STAGING_PREFIXES = (".staging-", ".incoming-")
+# the catalog ("main"), an attached database ("src", "cat"): the schemas whose sequences are read or set
+AttachedName = Literal["main", "src", "cat"]
 
 
 class LakeUsageError(DiagError):
@@ -100,12 +103,11 @@ def _has_partitions(root: Path, table: str) -> bool:
 def _view_sql(con: duckdb.DuckDBPyConnection, root: Path, table: str) -> str:
     """The view of one per-file table: the schema's columns in its order, from the partitions' files (a column
     added to the schema after they were written reads as NULL)."""
-    source = (
-        f"read_parquet({sql_literal(_parquet_glob(root, table))}, hive_partitioning=true, union_by_name=true)"
-    )
+    t = TABLE_BY_NAME[table]  # only a schema table's name reaches the SQL
+    source = f"read_parquet({sql_literal(_parquet_glob(root, t.name))}, hive_partitioning=true, union_by_name=true)"
     have = {r[0]: r[1] for r in q(con, f"DESCRIBE SELECT * FROM {source}")}
     cols = []
-    for col in TABLE_BY_NAME[table].columns:
+    for col in t.columns:
         base = col.type.split(" ")[0]
         if col.name not in have:
             cols.append(f'CAST(NULL AS {base}) AS "{col.name}"')
@@ -113,7 +115,7 @@ def _view_sql(con: duckdb.DuckDBPyConnection, root: Path, table: str) -> str:
             cols.append(f'CAST("{col.name}" AS {base}) AS "{col.name}"')
         else:
             cols.append(f'"{col.name}"')
-    return f'CREATE OR REPLACE VIEW "{table}" AS SELECT {", ".join(cols)} FROM {source}'
+    return f'CREATE OR REPLACE VIEW "{t.name}" AS SELECT {", ".join(cols)} FROM {source}'
 
 
 def refresh_views(con: duckdb.DuckDBPyConnection, root: Path) -> None:
@@ -148,10 +150,11 @@ def catalog_from_database(root: Path, db: str | Path) -> None:
     """The catalog of a folder ``diag export --format parquet`` wrote (its tables are partitioned alike): the
     small tables and sequences from the database, views over the exported partitions. The folder is then a
     lake (``--lake``, and further ``diag ingest --lake``)."""
+    source = Path(db)
     create_catalog(root)
     con = _connect(catalog_path(root), read_only=False)
     try:
-        q(con, f"ATTACH {sql_literal(Path(db).as_posix())} AS src (READ_ONLY)")
+        q(con, f"ATTACH {sql_literal(source.as_posix())} AS src (READ_ONLY)")
         q(con, "BEGIN TRANSACTION")
         for table in SMALL_TABLES:
             q(con, f'INSERT INTO "{table}" SELECT * FROM src."{table}"')
@@ -163,7 +166,7 @@ def catalog_from_database(root: Path, db: str | Path) -> None:
         con.close()
 
 
-def _sequence_starts(con: duckdb.DuckDBPyConnection, schema: str | None = None) -> dict[str, int]:
+def _sequence_starts(con: duckdb.DuckDBPyConnection, schema: AttachedName | None = None) -> dict[str, int]:
     """The next id of each sequence: past its last value and past every stored id. ``schema``: an attached
     database's name; None: the connection's own."""
     where = sql_literal(schema) if schema else "current_database()"
@@ -183,7 +186,9 @@ def _sequence_starts(con: duckdb.DuckDBPyConnection, schema: str | None = None) 
     return starts
 
 
-def _set_sequences(con: duckdb.DuckDBPyConnection, starts: dict[str, int], schema: str = "main") -> None:
+def _set_sequences(
+    con: duckdb.DuckDBPyConnection, starts: dict[str, int], schema: AttachedName = "main"
+) -> None:
     for seq, start in starts.items():
         q(con, f"DROP SEQUENCE IF EXISTS {schema}.{seq}")
         q(con, f"CREATE SEQUENCE {schema}.{seq} START {int(start)}")
@@ -330,12 +335,13 @@ class LakeWriter:
     def _write_table(self, table: str, runs: list[int]) -> list[tuple[Path, Path]]:
         """One COPY of the touched runs' rows (and the run-less rows) of ``table`` into the incoming folder,
         partitioned by job and run; returns (written file, its place in the lake) pairs."""
-        cols = TABLE_BY_NAME[table].column_names
+        t = TABLE_BY_NAME[table]  # only a schema table's name reaches the SQL
+        cols = t.column_names
         if "run_id" not in cols:
             return []
         source = (
-            f'SELECT t.*{"" if "job_id" in cols else ", r.job_id"} FROM "{table}" t LEFT JOIN runs r USING (run_id) '
-            f"WHERE list_contains(?, t.run_id) OR t.run_id IS NULL"
+            f'SELECT x.*{"" if "job_id" in cols else ", r.job_id"} FROM "{t.name}" x LEFT JOIN runs r USING (run_id) '
+            f"WHERE list_contains(?, x.run_id) OR x.run_id IS NULL"
         )
         if not q(self.store.con, f"SELECT count(*) FROM ({source})", [runs])[0][0]:
             return []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Literal, NewType
 
 
 def sql_literal(text: str) -> str:
@@ -22,3 +23,12 @@ def file_literal(path: str | os.PathLike[str]) -> str:
     ``run*`` every run), for read_csv / read_json, which take no parameter and expand globs."""
     absolute = os.path.abspath(os.fspath(path))
     return sql_literal(_GLOB_CHARS.sub(r"[\1]", absolute))
+
+
+# Closed sets and SQL fragments that analyses splice into SQL text. Their annotations say they are never user
+# text (tests/test_upload_safety.py refuses a `str` parameter spliced into SQL): a value outside the set is
+# refused where it enters (ops.op_table's `by`, op_classes' platform check, the schema's table names).
+OpsBy = Literal["op", "kernel", "class"]
+OpClassPlatform = Literal["ascend", "cuda"]
+FigureTable = Literal["kernels", "tasks", "kernel_stats", "none"]
+SqlFragment = NewType("SqlFragment", str)  # SQL built by diag itself (a CTE, a sub-query), never user text

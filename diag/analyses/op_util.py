@@ -34,6 +34,7 @@ from typing import Any
 from diag.analyses.counts import OP_TYPE_SQL
 from diag.analyses.findings import thresholds
 from diag.devices import Device, device_for_run, dtype_key
+from diag.sql_text import SqlFragment
 from diag.store import Store
 
 RULES = Path(__file__).resolve().parent.parent / "rules" / "op_cost.toml"
@@ -130,7 +131,7 @@ def _all_known(col: str) -> str:
     return f"CASE WHEN list_count({col}) = len({col}) THEN list_sum({col}) END"
 
 
-def cost_sql(source: str) -> str:
+def cost_sql(source: SqlFragment) -> str:
     """SELECT over ``source`` (columns op, name, input_shapes, input_dtypes, output_shapes, output_dtypes, …):
     every column of it plus cost_class, flops, bytes and dtype0 (the first input's dtype, the peak's key)."""
     classes = cost_classes()
@@ -170,9 +171,9 @@ def _pmu_sql(metric: str) -> str:
 
 def _util_sql(by: str) -> str:
     key = OP_TYPE_SQL if by == "op" else "name"
-    source = """SELECT DISTINCT ON (name, start_ns) name, op_type AS op, dur_ns, input_shapes, input_dtypes,
+    source = SqlFragment("""SELECT DISTINCT ON (name, start_ns) name, op_type AS op, dur_ns, input_shapes, input_dtypes,
                        output_shapes, output_dtypes, file_id, pmu_values
-                FROM kernels WHERE run_id = $run"""
+                FROM kernels WHERE run_id = $run""")
     costed = "flops IS NOT NULL AND bytes IS NOT NULL AND dur_ns > 0"
     matmul = f"cost_class IN {MATMUL_CLASSES}"
     pmu = ", ".join(_pmu_sql(m) for m in PMU_COMPUTE + PMU_MEMORY)

@@ -29,6 +29,7 @@ from diag.analyses import op_classes
 from diag.analyses.counts import KERNEL_FILTER, OP_TYPE_SQL, unique_tasks_sql
 from diag.analyses.kernel_summary import SUMMARY_REPORTS
 from diag.analyses.stall_breakdown import breakdown
+from diag.sql_text import FigureTable, OpClassPlatform, OpsBy
 from diag.store import Store
 
 BY = ("op", "kernel", "class")
@@ -104,7 +105,7 @@ def _key(by: str) -> str:
     return {"op": OP_TYPE_SQL, "kernel": "name", "class": "op_class"}[by]
 
 
-def _table_sql(table: str, platform: str, by: str) -> str:
+def _table_sql(table: FigureTable, platform: OpClassPlatform, by: OpsBy) -> str:
     return f"""
         WITH r AS ({rows_sql(table, platform)}),
              names AS (SELECT DISTINCT name, op, kind FROM r),

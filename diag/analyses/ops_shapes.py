@@ -20,6 +20,7 @@ from typing import Any
 
 from diag.analyses.counts import OP_TYPE_SQL
 from diag.analyses.ops import figures_table, platform_of, rows_sql
+from diag.sql_text import OpsBy
 from diag.store import Store
 
 RULES = Path(__file__).resolve().parent.parent / "rules" / "op_shape_axes.csv"
@@ -149,7 +150,7 @@ def _key_sql(by: str) -> str:
     return OP_TYPE_SQL if by == "op" else "name"
 
 
-def op_shapes(store: Store, run_id: int, name: str, by: str = "op") -> list[dict[str, Any]]:
+def op_shapes(store: Store, run_id: int, name: str, by: OpsBy = "op") -> list[dict[str, Any]]:
     """Per distinct input shape of op type (or kernel) ``name``: calls, total / mean / min / max ns, steps it ran
     in, OP State, and the value of each varying axis (``varying``); largest total first."""
     table, platform = figures_table(store, run_id), platform_of(store, run_id)
@@ -182,7 +183,7 @@ def op_shapes(store: Store, run_id: int, name: str, by: str = "op") -> list[dict
     ]
 
 
-def shapes_by_step(store: Store, run_id: int, name: str, by: str = "op") -> list[dict[str, Any]]:
+def shapes_by_step(store: Store, run_id: int, name: str, by: OpsBy = "op") -> list[dict[str, Any]]:
     """Per step of op type (or kernel) ``name``: calls, distinct input shapes, total ns (the dynamic-shape view)."""
     table, platform = figures_table(store, run_id), platform_of(store, run_id)
     got = (

@@ -37,6 +37,7 @@ from diag.analyses import op_classes
 from diag.analyses.counts import KERNEL_FILTER, unique_tasks_sql
 from diag.analyses.ops import KERNELS, TASKS, figures_table, platform_of
 from diag.analyses.ops_shapes import varying_by_shape
+from diag.sql_text import FigureTable, OpClassPlatform, SqlFragment
 from diag.store import Store
 
 THRESHOLDS = Path(__file__).resolve().parent.parent / "rules" / "thresholds.toml"
@@ -58,7 +59,7 @@ def thresholds() -> dict[str, Any]:
         return tomllib.load(fh)["scaling"]
 
 
-def _device_sql(table: str, platform: str) -> str:
+def _device_sql(table: FigureTable, platform: OpClassPlatform) -> SqlFragment:
     """One row per device kernel of run ``$run``: op class, start, duration, shapes and step (a kernel without a
     step is put in the ProfilerStep range it starts in)."""
     if table == KERNELS:
@@ -70,7 +71,7 @@ def _device_sql(table: str, platform: str) -> str:
     else:  # a kernel summary has neither shapes nor steps
         rows = """SELECT NULL AS name, NULL AS op, NULL AS kind, 0 AS start_ns, 0 AS dur_ns,
                          NULL AS input_shapes, NULL::BIGINT AS step WHERE false"""
-    return f"""
+    return SqlFragment(f"""
         names AS (SELECT DISTINCT name, op FROM ({rows})),
         classed AS (SELECT name, op, {op_classes.sql_case("name", "op", platform)} AS op_class FROM names),
         ranges AS (SELECT step, start_ns, end_ns FROM steps WHERE run_id = $run),
@@ -84,10 +85,10 @@ def _device_sql(table: str, platform: str) -> str:
                  FROM host_ops h JOIN ranges g ON h.start_ns >= g.start_ns AND h.start_ns < g.end_ns
                  WHERE h.run_id = $run AND h.input_dims IS NOT NULL AND h.input_dims NOT IN ('', '[]')),
         src AS (SELECT op, input_shapes, step FROM dev WHERE input_shapes IS NOT NULL AND step IS NOT NULL
-                UNION ALL SELECT op, input_shapes, step FROM host)"""
+                UNION ALL SELECT op, input_shapes, step FROM host)""")
 
 
-def _length_map(store: Store, run_id: int, cte: str) -> dict[str, list]:
+def _length_map(store: Store, run_id: int, cte: SqlFragment) -> dict[str, list]:
     """(op, shapes, dim, value) of every distinct shape string whose rules name a varying length axis."""
     got = store.cursor().execute(f"WITH {cte} SELECT DISTINCT op, input_shapes FROM src", {"run": run_id})
     by_op: dict[str, list[str]] = {}
