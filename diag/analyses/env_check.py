@@ -11,13 +11,13 @@ guessed.
 
 from __future__ import annotations
 
-import json
 import tomllib
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from diag.analyses.findings import Finding
+from diag.analyses.postmortem_env import json_value
 from diag.analyses.version_matrix import COMPONENTS, LABELS, check_versions
 from diag.errors import DiagError
 from diag.store import Store
@@ -65,15 +65,6 @@ def scope_runs(store: Store, run_id: int | None, job_id: int | None) -> list[dic
     return [dict(zip(names, r, strict=True)) for r in rows]
 
 
-def _json(value: Any) -> Any:  # noqa: ANN401
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return None
-    return value
-
-
 def _profiler_versions(runs: list[dict[str, Any]]) -> list[dict[str, str]]:
     out = []
     keys = line_rules()["metadata_keys"]
@@ -81,8 +72,8 @@ def _profiler_versions(runs: list[dict[str, Any]]) -> list[dict[str, str]]:
         for comp, col in (("torch_npu", "torch_npu_version"), ("cann", "cann_version")):
             if r[col]:
                 out.append({"component": comp, "version": str(r[col]).strip(), "from": "profiler_info"})
-        meta = _json(r["metadata"])
-        versions = _json(r["versions"]) if r["platform"] == "ascend" else None
+        meta = json_value(r["metadata"])
+        versions = json_value(r["versions"]) if r["platform"] == "ascend" else None
         for record in (meta, versions):
             if not isinstance(record, dict):
                 continue
@@ -150,7 +141,7 @@ def _log_env(store: Store, runs: list[dict[str, Any]]) -> list[dict[str, str]]:
 def _metadata_env(runs: list[dict[str, Any]]) -> list[dict[str, str]]:
     seen: dict[tuple[str, str], dict[str, str]] = {}
     for r in runs:
-        meta = _json(r["metadata"])
+        meta = json_value(r["metadata"])
         variables = meta.get("ENV_VARIABLES") if isinstance(meta, dict) else None
         for name, value in (variables or {}).items() if isinstance(variables, dict) else ():
             text = "" if value is None else str(value).strip()

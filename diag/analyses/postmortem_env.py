@@ -21,7 +21,8 @@ RUN_KEYS = ("platform", "device_name", "device", "rank", "cann_version", "torch_
 PER_RANK = {"device", "rank", "source", "distributed_args.rank"}  # differ between ranks by design
 
 
-def _json(value: Any) -> Any:  # noqa: ANN401
+def json_value(value: Any) -> Any:  # noqa: ANN401
+    """A JSON column read back: the decoded value of a JSON string (None if it does not parse), else as is."""
     if isinstance(value, str):
         try:
             return json.loads(value)
@@ -38,11 +39,11 @@ def environment(store: Store, run_id: int | None) -> dict[str, Any]:
         return {}
     r = rows[0]
     env: dict[str, Any] = {k: r.get(k) for k in RUN_KEYS if r.get(k) not in (None, "")}
-    versions = _json(r.get("versions"))
+    versions = json_value(r.get("versions"))
     if versions:
         env["versions"] = versions
     meta_rows = store.cursor().execute("SELECT metadata FROM runs WHERE run_id = ?", [run_id]).fetchall()
-    meta = _json(meta_rows[0][0]) if meta_rows else None
+    meta = json_value(meta_rows[0][0]) if meta_rows else None
     if isinstance(meta, dict):
         variables = meta.get("ENV_VARIABLES") or {}
         env["env_variables"] = {
