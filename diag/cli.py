@@ -14,6 +14,7 @@ from diag.commands import ops as ops_command
 from diag.commands import scaling as scaling_command
 from diag.commands._format import CONTROL_CHARS
 from diag.errors import DiagError
+from diag.i18n import LANGUAGES, set_language, t
 
 app = typer.Typer(
     name="diag",
@@ -31,10 +32,21 @@ def _print_version(value: bool) -> None:
         raise typer.Exit()
 
 
+def _set_language(value: str | None) -> str | None:
+    # eager: the language is chosen before any other option's message (and before the command runs)
+    if value is not None and value not in LANGUAGES:
+        raise typer.BadParameter(t("cli.bad_lang", value=value))
+    set_language(value)  # None: $DIAG_LANG, else the locale, else English (diag.i18n)
+    return value
+
+
 @app.callback()
 def _root(
     version: bool = typer.Option(
         False, "--version", help="Print the version and exit.", is_eager=True, callback=_print_version
+    ),
+    lang: str | None = typer.Option(
+        None, "--lang", help=t("cli.lang_help"), is_eager=True, callback=_set_language
     ),
 ) -> None:
     pass
@@ -57,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"diag: error: {_one_line(str(exc))}\n")
         return exc.exit_code
     except KeyboardInterrupt:
-        sys.stderr.write("diag: interrupted\n")
+        sys.stderr.write(t("cli.interrupted") + "\n")
         return 130
     except Exception as exc:  # click usage errors and the like
         if _is_click_error(exc):
@@ -96,9 +108,9 @@ def usage_error_text(exc: Exception) -> str:
     message = _one_line(exc.format_message())  # type: ignore[attr-defined]
     text = f"diag: error: {message}\n"
     if ctx is not None:
-        text += f"Try '{ctx.command_path} --help' for help.\n"
+        text += t("cli.try_help", command=ctx.command_path) + "\n"
     elif hasattr(exc, "ctx"):  # a usage error the parser raised before it knew the command
-        text += "Try 'diag --help' for help.\n"
+        text += t("cli.try_help", command="diag") + "\n"
     return text
 
 

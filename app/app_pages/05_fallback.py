@@ -10,8 +10,9 @@ from app.app_pages import run_picker
 from app.glossary import help_for
 from app.tables import show_table
 from app.text import md_text
+from diag.i18n import t
 
-st.title("CPU fallback ops")
+st.title(t("page.fallback.title"))
 fp = data.fingerprint()
 run_id = run_picker(fp, key="fallback_run")
 if run_id is None:
@@ -55,7 +56,7 @@ for i, o in enumerate(device):
             data.open_in_timeline(run_id, o.first_start_ns, o.last_end_ns, names=o.names)
             st.switch_page("app_pages/03_timeline.py")
 if host:
-    st.subheader("Possible host CPU fallbacks (inferred)")
+    st.subheader(t("page.fallback.inferred"))
     st.caption(
         "aten ops with a call of ≥ 1 ms on the host and no device time at all. No profiler flag marks "
         "these: confirm with the torch_npu log line 'will fall back to run on the CPU'."

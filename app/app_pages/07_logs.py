@@ -16,6 +16,7 @@ from app.text import md_code, md_text
 from diag.analyses import log_diagnosis as diagnosis
 from diag.analyses import log_episodes
 from diag.analyses.evidence_view import MISSING, RunClock, log_blocks
+from diag.i18n import t
 
 SEVERITY = {
     "high": ":red-badge[high]",
@@ -82,18 +83,18 @@ def _ns(dt: datetime) -> int:
     return int(dt.replace(tzinfo=UTC).timestamp() * 1_000_000) * 1000
 
 
-st.title("Logs")
+st.title(t("page.logs.title"))
 fp = data.fingerprint()
 scopes = _scopes(fp)
 if not scopes:
-    st.info("No log yet: upload plog / device logs or a console capture on the Upload page.")
+    st.info(t("page.logs.empty"))
     st.stop()
 choices: list[int | None] = [None] + [s["run_id"] for s in scopes if s["run_id"] is not None]
 names = {None: f"every log ({sum(s['files'] for s in scopes)} files), by episode"}
 names |= {s["run_id"]: f"run {s['run_id']} · {s['name']} ({s['files']} files)" for s in scopes if s["run_id"]}
 run_id = st.selectbox("Logs of", choices, format_func=names.get, key="logs_scope")
 
-st.subheader("Root causes")
+st.subheader(t("page.logs.root_causes"))
 episode = None
 if run_id is None:  # logs of no run: one incident episode at a time, never every log stitched together
     eps = _episodes(fp, run_id)
@@ -122,7 +123,7 @@ for c in causes:
             f"{c.count} record(s) · first {_time(c.first_ns)}"
         )
         st.markdown(md_text(c.explanation))
-        st.markdown(f"**Fix:** {md_text(c.fix)}")
+        st.markdown(f"**{t('page.logs.fix')}:** {md_text(c.fix)}")
         if c.codes:
             st.caption(" · ".join(f"{md_code(k['code'])} {md_text(k.get('meaning', ''))}" for k in c.codes))
         blocks = log_blocks([asdict(e) for e in c.evidence])
@@ -130,7 +131,7 @@ for c in causes:
             with st.expander("evidence"):
                 evidence.show(blocks, RunClock(), key=f"logs_cause_{c.rank}")
 
-st.subheader("Records")
+st.subheader(t("page.logs.records"))
 values = _values(fp, run_id)
 cols = st.columns(5)
 levels = cols[0].multiselect("level", values["level"], key="logs_level")

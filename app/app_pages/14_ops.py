@@ -11,12 +11,10 @@ from app import util_widgets as uw
 from app.app_pages import run_picker
 from app.tables import show_table
 from app.text import md_text
+from diag.i18n import t
 
-st.title("Ops")
-st.caption(
-    "Every kernel of the run grouped by operator type, kernel name or op class, largest total first; click a "
-    "column header to sort. Share is of the run's summed kernel time."
-)
+st.title(t("page.ops.title"))
+st.caption(t("page.ops.caption"))
 fp = data.fingerprint()
 run_id = run_picker(fp, key="ops_run")
 if run_id is None:
@@ -35,9 +33,7 @@ baseline = c2.selectbox(
 )
 rows = data.op_table(fp, run_id, by, baseline)
 if not rows:
-    st.info(
-        "This run has no kernels: nothing ran on the device in the capture, or the export holds no kernel rows."
-    )
+    st.info(t("page.ops.empty"))
     st.stop()
 m = st.columns(4)
 m[0].metric(ow.BY_PLURALS[by], f"{len(rows):,}")
@@ -52,7 +48,7 @@ if len(rows) > ow.MAX_ROWS:  # a grid of tens of thousands of kernel names helps
 
 if by != "class":
     with_shapes = [r["name"] for r in rows if r["shapes"]]
-    st.subheader("Shapes of one op")
+    st.subheader(t("page.ops.shapes"))
     if not with_shapes:
         st.caption(
             "No input shapes in this run's export (CUDA kernels and Level0 Ascend exports carry none)."
@@ -76,7 +72,7 @@ if by != "class":
             with st.expander(f"distinct shapes per step ({len(per_step)} steps)"):
                 show_table(ow.steps_frame(per_step))
 
-    st.subheader("PMU and L2 per op")
+    st.subheader(t("page.ops.pmu"))
     pmu = data.op_pmu(fp, run_id, by)
     if pmu:
         st.caption(
