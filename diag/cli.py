@@ -60,6 +60,7 @@ scaling_command.register(app)  # diag scaling (#20)
 
 
 def main(argv: list[str] | None = None) -> int:
+    set_language(None)  # $DIAG_LANG / the locale until --lang (an eager option) says otherwise
     try:
         code = app(args=argv, prog_name="diag", standalone_mode=False)
         return code if isinstance(code, int) else 0

@@ -35,7 +35,7 @@ labels = {
 }
 ids = list(labels)
 run_id = st.selectbox(
-    "Selected run (used by the other pages)",
+    t("page.runs.selected"),
     ids,
     index=state.index_of_selected(ids),
     format_func=labels.get,

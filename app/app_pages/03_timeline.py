@@ -110,17 +110,18 @@ tl = data.timeline(fp, run_id, window[0], window[1], data.TIMELINE_MAX_MARKS)
 if tl is None:
     st.info(t("page.timeline.no_events"))
     st.stop()
-ai_cpu_note = " AI_CPU (CPU-fallback) tasks are red with a ▼ marker." if tl.has_ai_cpu else ""
+ai_cpu_note = t("page.timeline.ai_cpu_note") if tl.has_ai_cpu else ""
 if tl.mode == "events":
-    st.caption(
-        f"{tl.marks_in_window:,} events in this window, drawn one by one. Drag a box on the chart to zoom in."
-        f"{ai_cpu_note} Rows without an event in the window are not drawn."
-    )
+    st.caption(t("page.timeline.events", n=f"{tl.marks_in_window:,}", note=ai_cpu_note))
 else:
     st.caption(
-        f"{tl.marks_in_window:,} events in this window: too many to draw, shown as busy % per "
-        f"{tl.bin_ns / 1e3:,.1f} µs bin ({tl.marks:,} cells). Drag a box or narrow the window to see events."
-        + (" ▼ marks bins holding AI_CPU (CPU-fallback) tasks." if tl.has_ai_cpu else "")
+        t(
+            "page.timeline.binned",
+            n=f"{tl.marks_in_window:,}",
+            bin=f"{tl.bin_ns / 1e3:,.1f}",
+            cells=f"{tl.marks:,}",
+        )
+        + (t("page.timeline.ai_cpu_bins") if tl.has_ai_cpu else "")
     )
 tiles = st.columns(3)
 tiles[0].metric("rows drawn", f"{len(tl.lanes):,}")

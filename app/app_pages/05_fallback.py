@@ -21,12 +21,14 @@ ops = data.fallbacks(fp, run_id)
 device = [o for o in ops if o.where == "AI_CPU"]
 host = [o for o in ops if o.where == "host"]
 c = st.columns(3)
-c[0].metric("AI_CPU tasks", f"{sum(o.count for o in device):,}", help=help_for("AI_CPU"))
-c[1].metric("AI_CPU time", f"{sum(o.total_ns for o in device) / 1e6:,.3f} ms", help=help_for("AI_CPU"))
+c[0].metric(t("page.fallback.tasks"), f"{sum(o.count for o in device):,}", help=help_for("AI_CPU"))
+c[1].metric(
+    t("page.fallback.time"), f"{sum(o.total_ns for o in device) / 1e6:,.3f} ms", help=help_for("AI_CPU")
+)
 share = sum(o.share_of_step_pct or 0 for o in device)
-c[2].metric("share of device time", f"{share:.2f}%", help=help_for("E2E"))
+c[2].metric(t("page.fallback.share"), f"{share:.2f}%", help=help_for("E2E"))
 if not device:
-    st.success("No task ran on the AI CPU in this run.")
+    st.success(t("page.fallback.none"))
 for i, o in enumerate(device):
     with st.container(border=True):
         st.markdown(

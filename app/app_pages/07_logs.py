@@ -109,11 +109,8 @@ if run_id is None:  # logs of no run: one incident episode at a time, never ever
         )  # fmt: skip
 causes = _causes(fp, run_id, episode)
 if not causes:
-    st.success("No error found in these logs.")
-st.caption(
-    "Ranked: severity, then a cause before its echoes (an EI0002 timeout on one rank usually follows a failure "
-    "on another; ERR00100 wraps the real code; aborts follow errors), then category, then time."
-)
+    st.success(t("page.logs.no_error"))
+st.caption(t("page.logs.ranked"))
 for c in causes:
     with st.container(border=True):
         echo = f" · likely an echo of **#{c.echo_of}**" if c.echo_of else ""
@@ -139,7 +136,7 @@ modules = cols[1].multiselect("module", values["module"], key="logs_module")
 codes = cols[2].multiselect("code", values["code"], key="logs_code")
 categories = cols[3].multiselect("category", values["category"], key="logs_category")
 ranks = cols[4].multiselect("rank", values["rank"], key="logs_rank")
-flagged = st.checkbox("only records a rule flagged (noise excluded)", value=True, key="logs_flagged")
+flagged = st.checkbox(t("page.logs.flagged_only"), value=True, key="logs_flagged")
 window = None
 if values["start_ns"] is not None and values["end_ns"] > values["start_ns"]:
     lo, hi = _dt(values["start_ns"]), _dt(values["end_ns"])
@@ -174,10 +171,7 @@ if rows:
         }
     )
     st.dataframe(table, hide_index=True, width="stretch", column_config=RECORD_COLUMNS)
-    st.caption(
-        "message: each record's first line (pick a record below for its raw lines); scroll the table right for "
-        "file, line, module and rank."
-    )
+    st.caption(t("page.logs.records_caption"))
     pick = st.selectbox(
         "Raw lines around",
         range(len(rows)),

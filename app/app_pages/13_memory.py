@@ -16,13 +16,6 @@ from diag.i18n import t
 
 SCOPES = ("A profiling run", "A log of no run")
 SEVERITY = {"high": ":red-badge[high]", "medium": ":orange-badge[medium]", "low": ":blue-badge[low]"}
-EMPTY = (
-    "No memory figures for this run. Capture them on Ascend with `torch_npu.profiler.profile(profile_memory=True, "
-    "…)` — the export then holds `memory_record.csv`, `operator_memory.csv` and `npu_module_mem.csv` "
-    "(`with_stack=True` names the Python code behind each allocation); on CUDA with "
-    "`torch.profiler.profile(profile_memory=True, record_shapes=True)` or `nsys profile --cuda-memory-usage=true`. "
-    "An OOM message or vLLM's start-up memory lines in a log give the figures too: upload the log."
-)
 
 
 def _run_start(fp: str, run_id: int | None) -> int | None:
@@ -138,6 +131,6 @@ else:
     log_file = st.selectbox("Log file", log_files, key="mem_log")
     summary = data.memory(fp, None, log_file)
 if not mw.has_figures(summary):
-    st.info(EMPTY)
+    st.info(t("page.memory.empty"))
     st.stop()
 _show(fp, chosen_run, summary)

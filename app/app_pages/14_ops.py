@@ -20,12 +20,14 @@ run_id = run_picker(fp, key="ops_run")
 if run_id is None:
     st.stop()
 c1, c2 = st.columns(2)
-by = c1.radio("Group by", list(ow.BY_LABELS), format_func=ow.BY_LABELS.get, horizontal=True, key="ops_by")
+by = c1.radio(
+    t("page.ops.group_by"), list(ow.BY_LABELS), format_func=ow.BY_LABELS.get, horizontal=True, key="ops_by"
+)
 choices, default = data.op_baselines(fp, run_id)
 names = {r["run_id"]: f"{r['run_id']} · {r['name']} · {r['platform']}" for r in data.runs(fp)}
 options = [None, *choices]
 baseline = c2.selectbox(
-    "Baseline (its op classes side by side)",
+    t("page.ops.baseline"),
     options,
     index=options.index(default),
     format_func=lambda i: "none" if i is None else names.get(i, str(i)),
@@ -50,9 +52,7 @@ if by != "class":
     with_shapes = [r["name"] for r in rows if r["shapes"]]
     st.subheader(t("page.ops.shapes"))
     if not with_shapes:
-        st.caption(
-            "No input shapes in this run's export (CUDA kernels and Level0 Ascend exports carry none)."
-        )
+        st.caption(t("page.ops.no_shapes"))
     else:
         name = st.selectbox(ow.BY_LABELS[by].capitalize(), with_shapes, key=f"ops_shape_{by}_{run_id}")
         shapes = data.op_shapes(fp, run_id, name, by)
@@ -82,8 +82,6 @@ if by != "class":
         )
         show_table(ow.pmu_frame(pmu, by), key="ops_pmu_table")
     else:
-        st.caption(
-            "No PMU columns or L2 cache rows in this run (kernel_details with aic_metrics, l2_cache=True)."
-        )
+        st.caption(t("page.ops.no_pmu"))
 
     uw.draw_utilization(data.op_utilization(fp, run_id, by), ow.BY_LABELS[by])  # #20 utilization
