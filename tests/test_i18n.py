@@ -6,7 +6,10 @@ them, and a Chinese page or report must show no English heading or sentence outs
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
 import tomllib
 from pathlib import Path
 
@@ -262,3 +265,47 @@ def test_english_sentence_heuristic():
         ["No findings for this run.", "该运行没有诊断结论。", "`diag ingest PATH` 上传"]
     ) == ["No findings for this run."]
     assert english_sentences(["见 deploy/README.md 与 step_trace_time.csv", "**修复方法:** 改 dtype"]) == []
+
+
+# -- a real browser: the app in Chinese, screenshot -------------------------------------------------------
+
+
+def has_cjk_font() -> bool:
+    fc = shutil.which("fc-list")
+    return bool(fc and subprocess.run([fc, ":lang=zh"], capture_output=True, text=True).stdout.strip())
+
+
+@pytest.mark.browser
+def test_browser_opens_the_app_in_chinese(sample_db, monkeypatch, tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    from tests.browser_app import launch, require_browser, serve_app
+
+    require_browser()
+    monkeypatch.setenv("DIAG_LANG", "zh")
+    db = tmp_path / "zh.duckdb"
+    shutil.copy(sample_db, db)  # the app holds its database's lock while it runs
+    shots = Path(os.environ.get("DIAG_SCREENSHOTS") or tmp_path)
+    zh = catalog("zh")
+    with serve_app(db, tmp_path / "uploads") as app, sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(app.url)
+        page.get_by_role("heading", name=zh["page.runs.title"]).first.wait_for(timeout=120_000)
+        nav = page.locator('[data-testid="stSidebarNav"]')
+        nav.get_by_text(zh["nav.stalls"], exact=True).first.click()
+        page.get_by_role("heading", name=zh["page.stalls.title"]).first.wait_for(timeout=60_000)
+        page.wait_for_timeout(2500)  # the chart draws after the script ends
+        nav_text = nav.inner_text()
+        main_text = page.locator('[data-testid="stMain"]').first.inner_text()
+        if has_cjk_font():  # without a CJK font the glyphs are boxes: the text is still checked
+            page.screenshot(path=str(shots / "zh_stalls.png"), full_page=True)
+        browser.close()
+    assert [zh[f"nav.{k}"] in nav_text for k in ("runs", "stalls", "memory", "ops", "postmortem")] == [
+        True
+    ] * 5
+    assert zh["page.stalls.versus"] in main_text and "Traceback" not in main_text
+    assert (
+        english_sentences([line for line in main_text.splitlines() if not line.startswith(("diag ", "step"))])
+        == []
+    )

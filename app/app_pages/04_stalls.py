@@ -22,17 +22,19 @@ if not bd.steps:
     st.stop()
 total = bd.total
 c = st.columns(5)
-c[0].metric("device time (E2E)", f"{total.e2e_ns / 1e6:,.3f} ms", help=help_for("E2E"))
-c[1].metric("computing", f"{100 * total.computing_ns / total.e2e_ns:.1f}%", help=help_for("Computing"))
+c[0].metric(t("page.stalls.e2e"), f"{total.e2e_ns / 1e6:,.3f} ms", help=help_for("E2E"))
+c[1].metric(
+    t("page.stalls.computing"), f"{100 * total.computing_ns / total.e2e_ns:.1f}%", help=help_for("Computing")
+)
 c[2].metric(
-    "communication not overlapped",
+    t("page.stalls.comm_exposed"),
     f"{100 * total.buckets['comm_exposed'] / total.e2e_ns:.1f}%",
     help=help_for("Communication(Not Overlapped)"),
 )
 c[3].metric(
-    "AI CPU (fallback)", f"{100 * total.buckets['ai_cpu'] / total.e2e_ns:.2f}%", help=help_for("AI_CPU")
+    t("page.stalls.ai_cpu"), f"{100 * total.buckets['ai_cpu'] / total.e2e_ns:.2f}%", help=help_for("AI_CPU")
 )
-c[4].metric("idle + copies", f"{100 * total.free_ns / total.e2e_ns:.1f}%", help=help_for("Free"))
+c[4].metric(t("page.stalls.free"), f"{100 * total.free_ns / total.e2e_ns:.1f}%", help=help_for("Free"))
 counts = data.kernel_counts(fp, run_id)
 page_parts.kernel_count_metrics(counts)
 st.plotly_chart(widgets.breakdown_figure(bd), width="stretch", key="stalls_chart")
