@@ -150,23 +150,33 @@ def _headings(md: str) -> list[str]:
     return [line[3:] for line in md.splitlines() if line.startswith("## ")]
 
 
+def _hint(capsys, *args: str) -> str:
+    """The last line of a usage error (no database read: a cheap probe of the CLI's language)."""
+    code, _, err = _cli(capsys, *args, "runs", "--jsn")
+    assert code == 2
+    return err.splitlines()[-1]
+
+
+ZH_HINT, EN_HINT = "执行 'diag runs --help' 查看帮助。", "Try 'diag runs --help' for help."
+
+
 def test_cli_language_from_env_locale_and_lang(sample_db, capsys, monkeypatch):
-    report = ("report", "--db", str(sample_db), "--run", "1")
-    monkeypatch.delenv("LC_ALL", raising=False)
-    monkeypatch.delenv("LC_MESSAGES", raising=False)
-    monkeypatch.setenv("DIAG_LANG", "zh")
-    assert _headings(_cli(capsys, *report)[1]) == ZH_SECTIONS
-    monkeypatch.delenv("DIAG_LANG")
-    monkeypatch.setenv("LANG", "zh_CN.UTF-8")
-    assert _headings(_cli(capsys, *report)[1]) == ZH_SECTIONS
-    assert _headings(_cli(capsys, "--lang", "en", *report)[1]) == EN_SECTIONS  # --lang wins over the locale
-    assert _headings(_cli(capsys, *report, "--lang", "en")[1]) == EN_SECTIONS
+    for var in ("LC_ALL", "LC_MESSAGES", "DIAG_LANG"):
+        monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("LANG", "C.UTF-8")
-    assert _headings(_cli(capsys, *report)[1]) == EN_SECTIONS
-    code, _, err = _cli(capsys, "--lang", "zh", "runs", "--jsn")
-    assert code == 2 and err.splitlines()[-1] == "执行 'diag runs --help' 查看帮助。"
+    assert _hint(capsys) == EN_HINT
+    monkeypatch.setenv("LANG", "zh_CN.UTF-8")
+    assert _hint(capsys) == ZH_HINT
+    assert _hint(capsys, "--lang", "en") == EN_HINT  # --lang wins over the locale
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    monkeypatch.setenv("DIAG_LANG", "zh")
+    assert _hint(capsys) == ZH_HINT
+    assert _hint(capsys, "--lang", "en") == EN_HINT
+    report = ("report", "--db", str(sample_db), "--run", "1")
+    assert _headings(_cli(capsys, *report)[1]) == ZH_SECTIONS
+    assert _headings(_cli(capsys, *report, "--lang", "en")[1]) == EN_SECTIONS  # report's own --lang wins too
     code, _, err = _cli(capsys, "--lang", "xx", "runs")
-    assert code == 2 and "--lang must be zh or en, not 'xx'" in err
+    assert code == 2 and "--lang 只能是 zh 或 en，不能是 'xx'" in err  # in $DIAG_LANG's language
 
 
 # -- the report in Chinese --------------------------------------------------------------------------------
