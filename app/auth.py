@@ -11,6 +11,8 @@ from collections.abc import Mapping
 import streamlit as st
 from streamlit.auth_util import is_authlib_installed
 
+from diag.i18n import t
+
 NO_LOGIN_NOTE = (
     "No login configured in the app: unless a proxy in front asks for a password, anyone who can reach this "
     "address can read every run and upload. Keep it on 127.0.0.1, or see deploy/README.md."
@@ -36,7 +38,7 @@ def require_login() -> None:
     """Stop the script run here unless the viewer may see the app."""
     section = auth_section()
     if section is None:
-        st.sidebar.caption(NO_LOGIN_NOTE)
+        st.sidebar.caption(t("app.no_login"))  # NO_LOGIN_NOTE in the current language
         return
     if not is_authlib_installed():
         st.error(

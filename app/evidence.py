@@ -9,6 +9,7 @@ import streamlit as st
 from app import data
 from app.text import md_cells, md_code, md_text
 from diag.analyses.evidence_view import Block, LogLines, RunClock, Table, TimeRange
+from diag.i18n import t
 
 
 def clock_of(fp: str, run_id: int | None) -> RunClock:
@@ -42,7 +43,7 @@ def _log(block: LogLines) -> None:
 
 
 def _range(r: TimeRange, clock: RunClock, key: str) -> None:
-    st.caption(f"Time range: {md_text(r.text)}")
+    st.caption(t("report.time_range", text=md_text(r.text)))
     if r.in_run and clock.run_id is not None and st.button("Open in the timeline", key=key):
         data.open_in_timeline(clock.run_id, r.start_ns, r.end_ns)
         st.switch_page("app_pages/03_timeline.py")

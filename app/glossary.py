@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from diag.i18n import is_chinese
 from diag.store import RULES_DIR
 
 GLOSSARY_PATH: Path = RULES_DIR / "glossary.toml"
@@ -19,9 +20,19 @@ class Term:
     meaning: str
     cuda: str
     aliases: tuple[str, ...] = ()
+    meaning_zh: str = ""
+
+    def explained(self) -> str:
+        """The meaning in the current language (English where the Chinese is missing)."""
+        return self.meaning_zh if is_chinese() and self.meaning_zh else self.meaning
 
     def tooltip(self) -> str:
         """The one-line help text: meaning, then the CUDA counterpart (and the Chinese term) when there is one."""
+        if is_chinese() and self.meaning_zh:
+            zh = f" ({self.zh})" if self.zh and self.zh != self.term else ""
+            return f"**{self.term}**{zh}：{self.meaning_zh}" + (
+                f" CUDA 对应：{self.cuda}。" if self.cuda else ""
+            )
         text = f"**{self.term}**: {self.meaning}"
         if self.cuda:
             text += f" CUDA counterpart: {self.cuda}."
@@ -35,7 +46,14 @@ def terms(path: Path = GLOSSARY_PATH) -> tuple[Term, ...]:
     with open(path, "rb") as fh:
         raw = tomllib.load(fh)["term"]
     return tuple(
-        Term(t["term"], t.get("zh", ""), t["meaning"], t.get("cuda", ""), tuple(t.get("aliases", ())))
+        Term(
+            t["term"],
+            t.get("zh", ""),
+            t["meaning"],
+            t.get("cuda", ""),
+            tuple(t.get("aliases", ())),
+            t.get("meaning_zh", ""),
+        )  # fmt: skip
         for t in raw
     )
 

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 import pandas as pd
 import streamlit as st
 
+from diag.i18n import t
+
 MISSING = "—"
 ROW_PX, HEADER_PX, MAX_ROWS_SHOWN = 35, 38, 16
 CHAR_PX, PAD_PX, MAX_COL_PX = 7, 24, 420  # Streamlit's grid font is ~7 px a character
@@ -120,8 +122,8 @@ def show_table(
     )
     hints = []
     if len(shown) > max_rows:
-        hints.append(f"{len(shown):,} rows: scroll the table for the rest")
+        hints.append(t("app.table.rows_hint", n=f"{len(shown):,}"))
     if len(shown.columns) > WIDE_COLUMNS:
-        hints.append(f"{len(shown.columns)} columns: scroll sideways for the ones on the right")
+        hints.append(t("app.table.columns_hint", n=len(shown.columns)))
     if hints:
         st.caption(" · ".join(hints))

@@ -15,6 +15,7 @@ from diag.commands import scaling as scaling_command
 from diag.commands._common import add_lake_option
 from diag.commands._format import CONTROL_CHARS
 from diag.errors import DiagError
+from diag.i18n import LANGUAGES, set_language, t
 
 app = typer.Typer(
     name="diag",
@@ -32,10 +33,21 @@ def _print_version(value: bool) -> None:
         raise typer.Exit()
 
 
+def _set_language(value: str | None) -> str | None:
+    # eager: the language is chosen before any other option's message (and before the command runs)
+    if value is not None and value not in LANGUAGES:
+        raise typer.BadParameter(t("cli.bad_lang", value=value))
+    set_language(value)  # None: $DIAG_LANG, else the locale, else English (diag.i18n)
+    return value
+
+
 @app.callback()
 def _root(
     version: bool = typer.Option(
         False, "--version", help="Print the version and exit.", is_eager=True, callback=_print_version
+    ),
+    lang: str | None = typer.Option(
+        None, "--lang", help=t("cli.lang_help"), is_eager=True, callback=_set_language
     ),
 ) -> None:
     pass
@@ -50,6 +62,7 @@ add_lake_option(app)  # --lake DIR on every read command (#23); after every regi
 
 
 def main(argv: list[str] | None = None) -> int:
+    set_language(None)  # $DIAG_LANG / the locale until --lang (an eager option) says otherwise
     try:
         code = app(args=argv, prog_name="diag", standalone_mode=False)
         return code if isinstance(code, int) else 0
@@ -59,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"diag: error: {_one_line(str(exc))}\n")
         return exc.exit_code
     except KeyboardInterrupt:
-        sys.stderr.write("diag: interrupted\n")
+        sys.stderr.write(t("cli.interrupted") + "\n")
         return 130
     except Exception as exc:  # click usage errors and the like
         if _is_click_error(exc):
@@ -98,9 +111,9 @@ def usage_error_text(exc: Exception) -> str:
     message = _one_line(exc.format_message())  # type: ignore[attr-defined]
     text = f"diag: error: {message}\n"
     if ctx is not None:
-        text += f"Try '{ctx.command_path} --help' for help.\n"
+        text += t("cli.try_help", command=ctx.command_path) + "\n"
     elif hasattr(exc, "ctx"):  # a usage error the parser raised before it knew the command
-        text += "Try 'diag --help' for help.\n"
+        text += t("cli.try_help", command="diag") + "\n"
     return text
 
 

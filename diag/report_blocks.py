@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from diag.analyses.evidence_view import Block, LogLines, Table, TimeRange
+from diag.i18n import t
 
 _MD_SPECIALS = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~&])")
 
@@ -64,19 +65,26 @@ def md_evidence(blocks: list[Block]) -> list[str]:
     out: list[str] = []
     for b in blocks:
         if isinstance(b, LogLines):
-            out += ["", "  Log evidence (file:line):", "", indent(md_fence(_log_text(b), "text")), ""]
+            out += ["", f"  {t('report.log_evidence')}", "", indent(md_fence(_log_text(b), "text")), ""]
     rest: list[str] = []
     for b in blocks:
         if isinstance(b, Table):
             rest += ([f"  {md_escape(b.title)}:", ""] if b.title else []) + [
                 "  " + line for line in md_table(tuple(b.columns), b.rows)
             ]
-            rest += [f"  … {b.more} more row(s) (see the JSON report)"] if b.more else []
+            rest += [f"  {t('report.more_rows', n=b.more)}"] if b.more else []
             rest += [""]
         elif isinstance(b, TimeRange):
-            rest += [f"  Time range: {md_escape(b.text)}", ""]
+            rest += [f"  {t('report.time_range', text=md_escape(b.text))}", ""]
     if rest:
-        out += ["", "  <details><summary>evidence</summary>", "", *rest, "  </details>", ""]
+        out += [
+            "",
+            f"  <details><summary>{html_escape(t('report.evidence'))}</summary>",
+            "",
+            *rest,
+            "  </details>",
+            "",
+        ]
     return out
 
 
@@ -90,9 +98,10 @@ def html_evidence(blocks: list[Block]) -> list[str]:
                 + html_table(tuple(b.columns), b.rows)
             )
             if b.more:
-                rest.append(f'<p class="muted">… {b.more} more row(s) (see the JSON report)</p>')
+                rest.append(f'<p class="muted">{html_escape(t("report.more_rows", n=b.more))}</p>')
         elif isinstance(b, TimeRange):
-            rest.append(f'<p class="muted">Time range: {html_escape(b.text)}</p>')
+            rest.append(f'<p class="muted">{html_escape(t("report.time_range", text=b.text))}</p>')
     if rest:
-        out.append("<details><summary>evidence</summary>" + "".join(rest) + "</details>")
+        summary = f"<details><summary>{html_escape(t('report.evidence'))}</summary>"
+        out.append(summary + "".join(rest) + "</details>")
     return out

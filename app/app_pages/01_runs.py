@@ -9,14 +9,15 @@ from app import data, page_parts, state, widgets
 from app.glossary import help_for
 from app.tables import MISSING, show_table
 from app.text import md_text
+from diag.i18n import t
 
 WHOLE_RUN = "whole run"
 
-st.title("Runs")
+st.title(t("page.runs.title"))
 fp = data.fingerprint()
 rows = data.runs(fp)
 if not rows:
-    st.info("No runs yet: upload a profiler folder or archive on the Upload page, or run `diag ingest PATH`.")
+    st.info(t("page.runs.empty"))
     st.stop()
 
 ai_cpu = sum(r["ai_cpu_tasks"] for r in rows)
@@ -34,7 +35,7 @@ labels = {
 }
 ids = list(labels)
 run_id = st.selectbox(
-    "Selected run (used by the other pages)",
+    t("page.runs.selected"),
     ids,
     index=state.index_of_selected(ids),
     format_func=labels.get,
@@ -60,7 +61,7 @@ if steps:
     )
     state.select_step(None if choice == WHOLE_RUN else choice)
 
-st.subheader("Environment")
+st.subheader(t("page.runs.environment"))
 env = data.environment_check(fp, run_id)  # versions against the published pairings, settings that cost time
 if any(v["status"] == "mismatched" for v in env["versions"]):
     st.warning(md_text(env["answer"]))

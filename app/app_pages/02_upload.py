@@ -7,9 +7,10 @@ import streamlit as st
 from app import data, state, widgets
 from app.tables import show_table
 from app.text import md_text
+from diag.i18n import t
 from diag.uploads import Upload, describe_stored, run_to_select
 
-st.title("Upload")
+st.title(t("page.upload.title"))
 cap_mb = data.upload_cap_bytes() // (1 << 20)
 st.write(
     "Drop a torch_npu `*_ascend_pt` folder or its files (`trace_view.json`, `kernel_details.csv`, …), CANN logs "

@@ -11,6 +11,7 @@ import streamlit as st
 
 from app import data, timeline_widgets
 from app.text import md_text
+from diag.i18n import t
 
 WHOLE_RUN, CUSTOM = "whole run", "custom window"
 
@@ -39,12 +40,12 @@ def _on_reset() -> None:
     st.session_state["tl_zoom"] = st.session_state.get("tl_zoom", 0) + 1
 
 
-st.title("Timeline")
+st.title(t("page.timeline.title"))
 fp = data.fingerprint()
 rows = data.runs(fp)
 runs_with_time = [r for r in rows if r["start_ns"] is not None]
 if not runs_with_time:
-    st.info("No run with timed events yet: upload one on the Upload page.")
+    st.info(t("page.timeline.empty"))
     st.stop()
 
 ids = [r["run_id"] for r in runs_with_time]
@@ -107,19 +108,20 @@ if focus and tuple(focus[1]) == tuple(st.session_state.get("tl_window") or ()):
     )
 tl = data.timeline(fp, run_id, window[0], window[1], data.TIMELINE_MAX_MARKS)
 if tl is None:
-    st.info("This run has no timed events.")
+    st.info(t("page.timeline.no_events"))
     st.stop()
-ai_cpu_note = " AI_CPU (CPU-fallback) tasks are red with a ▼ marker." if tl.has_ai_cpu else ""
+ai_cpu_note = t("page.timeline.ai_cpu_note") if tl.has_ai_cpu else ""
 if tl.mode == "events":
-    st.caption(
-        f"{tl.marks_in_window:,} events in this window, drawn one by one. Drag a box on the chart to zoom in."
-        f"{ai_cpu_note} Rows without an event in the window are not drawn."
-    )
+    st.caption(t("page.timeline.events", n=f"{tl.marks_in_window:,}", note=ai_cpu_note))
 else:
     st.caption(
-        f"{tl.marks_in_window:,} events in this window: too many to draw, shown as busy % per "
-        f"{tl.bin_ns / 1e3:,.1f} µs bin ({tl.marks:,} cells). Drag a box or narrow the window to see events."
-        + (" ▼ marks bins holding AI_CPU (CPU-fallback) tasks." if tl.has_ai_cpu else "")
+        t(
+            "page.timeline.binned",
+            n=f"{tl.marks_in_window:,}",
+            bin=f"{tl.bin_ns / 1e3:,.1f}",
+            cells=f"{tl.marks:,}",
+        )
+        + (t("page.timeline.ai_cpu_bins") if tl.has_ai_cpu else "")
     )
 tiles = st.columns(3)
 tiles[0].metric("rows drawn", f"{len(tl.lanes):,}")

@@ -8,42 +8,41 @@ from app import data, page_parts, widgets
 from app.app_pages import run_picker
 from app.glossary import help_for
 from app.tables import show_table
+from diag.i18n import t
 
-st.title("Stalls")
-st.caption(
-    "Device time per step split into compute (by class), communication not hidden behind compute, copies "
-    "and idle. The parts add up to the step's device span (E2E), measured from interval unions as "
-    "msprof-analyze does."
-)
+st.title(t("page.stalls.title"))
+st.caption(t("page.stalls.caption"))
 fp = data.fingerprint()
 run_id = run_picker(fp, key="stalls_run")
 if run_id is None:
     st.stop()
 bd = data.breakdown(fp, run_id)
 if not bd.steps:
-    st.info("This run has no device tasks to break down.")
+    st.info(t("page.stalls.empty"))
     st.stop()
 total = bd.total
 c = st.columns(5)
-c[0].metric("device time (E2E)", f"{total.e2e_ns / 1e6:,.3f} ms", help=help_for("E2E"))
-c[1].metric("computing", f"{100 * total.computing_ns / total.e2e_ns:.1f}%", help=help_for("Computing"))
+c[0].metric(t("page.stalls.e2e"), f"{total.e2e_ns / 1e6:,.3f} ms", help=help_for("E2E"))
+c[1].metric(
+    t("page.stalls.computing"), f"{100 * total.computing_ns / total.e2e_ns:.1f}%", help=help_for("Computing")
+)
 c[2].metric(
-    "communication not overlapped",
+    t("page.stalls.comm_exposed"),
     f"{100 * total.buckets['comm_exposed'] / total.e2e_ns:.1f}%",
     help=help_for("Communication(Not Overlapped)"),
 )
 c[3].metric(
-    "AI CPU (fallback)", f"{100 * total.buckets['ai_cpu'] / total.e2e_ns:.2f}%", help=help_for("AI_CPU")
+    t("page.stalls.ai_cpu"), f"{100 * total.buckets['ai_cpu'] / total.e2e_ns:.2f}%", help=help_for("AI_CPU")
 )
-c[4].metric("idle + copies", f"{100 * total.free_ns / total.e2e_ns:.1f}%", help=help_for("Free"))
+c[4].metric(t("page.stalls.free"), f"{100 * total.free_ns / total.e2e_ns:.1f}%", help=help_for("Free"))
 counts = data.kernel_counts(fp, run_id)
 page_parts.kernel_count_metrics(counts)
 st.plotly_chart(widgets.breakdown_figure(bd), width="stretch", key="stalls_chart")
 show_table(widgets.breakdown_frame(bd), helps=widgets.breakdown_helps())
-st.subheader("diag vs the profiler's own figures")
+st.subheader(t("page.stalls.versus"))
 cmp = widgets.export_comparison_frame(bd)
 if cmp.empty:
-    st.info("This run has no step_trace_time.csv to compare with.")
+    st.info(t("page.stalls.no_step_trace"))
 else:
     bad = cmp[cmp["agrees (≤1%)"] == "no"]
     if len(bad):

@@ -10,8 +10,9 @@ from app.app_pages import run_picker
 from app.glossary import help_for
 from app.tables import show_table
 from app.text import md_text
+from diag.i18n import t
 
-st.title("CPU fallback ops")
+st.title(t("page.fallback.title"))
 fp = data.fingerprint()
 run_id = run_picker(fp, key="fallback_run")
 if run_id is None:
@@ -20,12 +21,14 @@ ops = data.fallbacks(fp, run_id)
 device = [o for o in ops if o.where == "AI_CPU"]
 host = [o for o in ops if o.where == "host"]
 c = st.columns(3)
-c[0].metric("AI_CPU tasks", f"{sum(o.count for o in device):,}", help=help_for("AI_CPU"))
-c[1].metric("AI_CPU time", f"{sum(o.total_ns for o in device) / 1e6:,.3f} ms", help=help_for("AI_CPU"))
+c[0].metric(t("page.fallback.tasks"), f"{sum(o.count for o in device):,}", help=help_for("AI_CPU"))
+c[1].metric(
+    t("page.fallback.time"), f"{sum(o.total_ns for o in device) / 1e6:,.3f} ms", help=help_for("AI_CPU")
+)
 share = sum(o.share_of_step_pct or 0 for o in device)
-c[2].metric("share of device time", f"{share:.2f}%", help=help_for("E2E"))
+c[2].metric(t("page.fallback.share"), f"{share:.2f}%", help=help_for("E2E"))
 if not device:
-    st.success("No task ran on the AI CPU in this run.")
+    st.success(t("page.fallback.none"))
 for i, o in enumerate(device):
     with st.container(border=True):
         st.markdown(
@@ -55,7 +58,7 @@ for i, o in enumerate(device):
             data.open_in_timeline(run_id, o.first_start_ns, o.last_end_ns, names=o.names)
             st.switch_page("app_pages/03_timeline.py")
 if host:
-    st.subheader("Possible host CPU fallbacks (inferred)")
+    st.subheader(t("page.fallback.inferred"))
     st.caption(
         "aten ops with a call of ≥ 1 ms on the host and no device time at all. No profiler flag marks "
         "these: confirm with the torch_npu log line 'will fall back to run on the CPU'."

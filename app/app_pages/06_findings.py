@@ -9,6 +9,7 @@ from app.app_pages import run_picker
 from app.text import md_text
 from diag.analyses import owners
 from diag.analyses.evidence_view import finding_blocks
+from diag.i18n import t
 
 SEVERITY = {
     "high": ":red-badge[high]",
@@ -17,7 +18,7 @@ SEVERITY = {
     "info": ":gray-badge[info]",
 }
 
-st.title("Findings")
+st.title(t("page.findings.title"))
 fp = data.fingerprint()
 run_id = run_picker(fp, key="findings_run")
 if run_id is None:
@@ -25,10 +26,8 @@ if run_id is None:
 items = data.findings(fp, run_id)
 clock = evidence.clock_of(fp, run_id)
 if not items:
-    st.info("No findings for this run.")
-st.caption(
-    f"{len(items)} finding(s), ranked by impact on the run's device time. Severity: ≥5% high, ≥3% medium."
-)
+    st.info(t("page.findings.empty"))
+st.caption(t("page.findings.caption", n=len(items)))
 for _, heading, group in owners.group(enumerate(items), lambda it: it[1].resolved_owner()):
     st.subheader(heading)  # who acts: rules/owners.toml, in its order; ranked by impact within
     for i, f in group:

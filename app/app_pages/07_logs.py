@@ -16,6 +16,7 @@ from app.text import md_code, md_text
 from diag.analyses import log_diagnosis as diagnosis
 from diag.analyses import log_episodes
 from diag.analyses.evidence_view import MISSING, RunClock, log_blocks
+from diag.i18n import t
 
 SEVERITY = {
     "high": ":red-badge[high]",
@@ -82,18 +83,18 @@ def _ns(dt: datetime) -> int:
     return int(dt.replace(tzinfo=UTC).timestamp() * 1_000_000) * 1000
 
 
-st.title("Logs")
+st.title(t("page.logs.title"))
 fp = data.fingerprint()
 scopes = _scopes(fp)
 if not scopes:
-    st.info("No log yet: upload plog / device logs or a console capture on the Upload page.")
+    st.info(t("page.logs.empty"))
     st.stop()
 choices: list[int | None] = [None] + [s["run_id"] for s in scopes if s["run_id"] is not None]
 names = {None: f"every log ({sum(s['files'] for s in scopes)} files), by episode"}
 names |= {s["run_id"]: f"run {s['run_id']} · {s['name']} ({s['files']} files)" for s in scopes if s["run_id"]}
 run_id = st.selectbox("Logs of", choices, format_func=names.get, key="logs_scope")
 
-st.subheader("Root causes")
+st.subheader(t("page.logs.root_causes"))
 episode = None
 if run_id is None:  # logs of no run: one incident episode at a time, never every log stitched together
     eps = _episodes(fp, run_id)
@@ -108,11 +109,8 @@ if run_id is None:  # logs of no run: one incident episode at a time, never ever
         )  # fmt: skip
 causes = _causes(fp, run_id, episode)
 if not causes:
-    st.success("No error found in these logs.")
-st.caption(
-    "Ranked: severity, then a cause before its echoes (an EI0002 timeout on one rank usually follows a failure "
-    "on another; ERR00100 wraps the real code; aborts follow errors), then category, then time."
-)
+    st.success(t("page.logs.no_error"))
+st.caption(t("page.logs.ranked"))
 for c in causes:
     with st.container(border=True):
         echo = f" · likely an echo of **#{c.echo_of}**" if c.echo_of else ""
@@ -122,7 +120,7 @@ for c in causes:
             f"{c.count} record(s) · first {_time(c.first_ns)}"
         )
         st.markdown(md_text(c.explanation))
-        st.markdown(f"**Fix:** {md_text(c.fix)}")
+        st.markdown(f"**{t('page.logs.fix')}:** {md_text(c.fix)}")
         if c.codes:
             st.caption(" · ".join(f"{md_code(k['code'])} {md_text(k.get('meaning', ''))}" for k in c.codes))
         blocks = log_blocks([asdict(e) for e in c.evidence])
@@ -130,7 +128,7 @@ for c in causes:
             with st.expander("evidence"):
                 evidence.show(blocks, RunClock(), key=f"logs_cause_{c.rank}")
 
-st.subheader("Records")
+st.subheader(t("page.logs.records"))
 values = _values(fp, run_id)
 cols = st.columns(5)
 levels = cols[0].multiselect("level", values["level"], key="logs_level")
@@ -138,7 +136,7 @@ modules = cols[1].multiselect("module", values["module"], key="logs_module")
 codes = cols[2].multiselect("code", values["code"], key="logs_code")
 categories = cols[3].multiselect("category", values["category"], key="logs_category")
 ranks = cols[4].multiselect("rank", values["rank"], key="logs_rank")
-flagged = st.checkbox("only records a rule flagged (noise excluded)", value=True, key="logs_flagged")
+flagged = st.checkbox(t("page.logs.flagged_only"), value=True, key="logs_flagged")
 window = None
 if values["start_ns"] is not None and values["end_ns"] > values["start_ns"]:
     lo, hi = _dt(values["start_ns"]), _dt(values["end_ns"])
@@ -173,10 +171,7 @@ if rows:
         }
     )
     st.dataframe(table, hide_index=True, width="stretch", column_config=RECORD_COLUMNS)
-    st.caption(
-        "message: each record's first line (pick a record below for its raw lines); scroll the table right for "
-        "file, line, module and rank."
-    )
+    st.caption(t("page.logs.records_caption"))
     pick = st.selectbox(
         "Raw lines around",
         range(len(rows)),

@@ -13,6 +13,7 @@ from app.text import md_cells, md_text, plain
 from diag import report
 from diag.analyses.evidence_view import RunClock, evidence_blocks
 from diag.analyses.postmortem_model import Postmortem
+from diag.i18n import t
 from diag.report import md_escape, to_html, to_json, to_markdown
 
 NOTES = (("title", "Title"), ("owner", "Owner"), ("summary", "Summary"), ("follow_ups", "Follow-ups"))
@@ -48,7 +49,7 @@ def _statement(stmt: dict, clock: RunClock, key: str) -> None:
     st.markdown(f"- {md_escape(stmt['text'])}")
     blocks = evidence_blocks(stmt.get("evidence") or {}, clock)
     if blocks:
-        with st.expander("evidence"):
+        with st.expander(t("report.evidence")):
             evidence.show(blocks, clock, key=key)
 
 
@@ -58,8 +59,8 @@ def _root_cause(pm: Postmortem, clock: RunClock) -> None:
         return
     with st.container(border=True):
         st.markdown(
-            f"**Root cause category:** {md_escape(r['category'])} ({md_escape(r['severity'])}, from "
-            f"{md_escape(r['source'])} evidence)"
+            f"**{t('report.root_cause_category')}** {md_escape(r['category'])} ({md_escape(r['severity'])}, "
+            f"{t('report.root_cause_from', source=md_escape(r['source']))})"
         )
         if r.get("explanation"):
             st.markdown(md_escape(r["explanation"]))
@@ -71,18 +72,22 @@ def _report(pm: Postmortem) -> None:
     clock = report.clock(pm)
     notes = pm.notes or {}
     st.header(md_escape(report.title(pm)))  # titles, op names and paths are text, never Markdown / HTML
-    st.caption(f"Scope: {md_escape(pm.scope)}")
+    st.caption(t("report.scope", scope=md_escape(pm.scope)))
     st.markdown(md_escape(notes.get("summary") or pm.summary))
     if notes.get("owner"):
-        st.caption(f"Owner: {md_escape(notes['owner'])}")
+        st.caption(t("report.owner", owner=md_escape(notes["owner"])))
     _root_cause(pm, clock)
     for n, (name, items) in enumerate(report.sections(pm)):
-        if name == "Root cause":
+        if name == t("report.section.root_cause"):
             continue  # drawn above, with its category
         st.subheader(name)
         if not items:
-            st.caption("Nothing in the data.")
-        grouped = report.action_groups(items) if name == report.ACTIONS else [("", items[: report.MAX_ROWS])]
+            st.caption(t("report.nothing"))
+        grouped = (
+            report.action_groups(items)
+            if name == report.actions_heading()
+            else [("", items[: report.MAX_ROWS])]
+        )
         for g, (heading, group) in enumerate(grouped):
             if heading:
                 st.markdown(
@@ -91,9 +96,9 @@ def _report(pm: Postmortem) -> None:
             for i, stmt in enumerate(group):
                 _statement(stmt, clock, key=f"pm_{n}_{g}_{i}")
         if len(items) > report.MAX_ROWS:
-            st.caption(f"… {len(items) - report.MAX_ROWS} more (see the JSON report)")
+            st.caption(t("report.more", n=len(items) - report.MAX_ROWS))
     if pm.chart:
-        st.subheader("Device time by bucket")
+        st.subheader(t("report.section.chart"))
         rows = sorted(pm.chart, key=lambda c: c["ns"])[-report.MAX_ROWS :]  # the largest at the top
         fig = go.Figure(
             go.Bar(
@@ -109,32 +114,32 @@ def _report(pm: Postmortem) -> None:
         fig.update_yaxes(automargin=True)
         st.plotly_chart(fig, config={"displayModeBar": False})
     if pm.comparison:
-        st.subheader("Baseline comparison: top op classes losing time")
+        st.subheader(t("report.section.comparison"))
         for w in pm.comparison.get("warnings", []):
-            st.warning(f"Not comparable: {md_text(w)}")
-        _table(report.COMPARISON_COLUMNS, report.comparison_rows(pm))
+            st.warning(t("page.postmortem.not_comparable", why=md_text(w)))
+        _table(report.columns(report.COMPARISON_COLUMNS), report.comparison_rows(pm))
     for name, warnings, columns, rows in report.serving_tables(pm):
         st.subheader(md_text(name))
         for w in warnings:
             st.warning(md_text(w))
         _table(columns, rows)
     if report.rank_rows(pm):
-        st.subheader("Ranks")
-        _table(report.RANK_COLUMNS, report.rank_rows(pm))
-    st.subheader("Environment")
+        st.subheader(t("report.section.ranks"))
+        _table(report.columns(report.RANK_COLUMNS), report.rank_rows(pm))
+    st.subheader(t("report.section.environment"))
     for d in pm.environment_diff:
         st.warning(
             md_text(f"Ranks differ in {d['key']}: " + "; ".join(f"{k}: {v}" for k, v in d["values"].items()))
         )
     if not pm.environment:
-        st.caption("No profiling run in scope: versions unknown.")
+        st.caption(t("report.no_environment"))
     _table(("setting", "value"), report.environment_rows(pm))
     if notes.get("follow_ups"):
-        st.subheader("Follow-ups")
+        st.subheader(t("report.section.follow_ups"))
         st.text(notes["follow_ups"])
 
 
-st.title("Postmortem")
+st.title(t("page.postmortem.title"))
 fp = data.fingerprint()
 scope = st.radio("Scope", SCOPES, horizontal=True, key="pm_scope")
 run_id: int | None = None

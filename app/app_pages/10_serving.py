@@ -8,6 +8,7 @@ import streamlit as st
 from app import data, widgets
 from app.tables import show_table
 from app.text import md_text
+from diag.i18n import t
 
 BADGE = {"pass": ":green-badge[pass]", "fail": ":red-badge[fail]", "n/a": ":gray-badge[n/a]"}
 
@@ -54,19 +55,13 @@ def _checks(row: dict) -> pd.DataFrame:
     )
 
 
-st.title("Serving acceptance")
+st.title(t("page.serving.title"))
 fp = data.fingerprint()
 rows = data.serving_acceptance(fp)
 if not rows:
-    st.info(
-        "No serving benchmark results yet: upload a vLLM / SGLang result block, AISBench output or a "
-        "--save-result JSON on the Upload page."
-    )
+    st.info(t("page.serving.empty"))
     st.stop()
-st.caption(
-    "Limits from diag/rules/serving_thresholds.toml (edit it to change the verdicts). Margin: how far a figure "
-    "is inside its limit (negative: over it)."
-)
+st.caption(t("page.serving.caption"))
 m = st.columns(3)
 m[0].metric("serving runs", len(rows))
 m[1].metric("pass", sum(r["verdict"] == "pass" for r in rows))
@@ -84,9 +79,9 @@ for r in rows:
         )
         show_table(_checks(r))
 
-st.subheader("CUDA vs Ascend")
+st.subheader(t("page.serving.versus"))
 if len(rows) < 2:
-    st.info("Ingest a second serving result (the other platform) to compare.")
+    st.info(t("page.serving.need_two"))
     st.stop()
 ids = [r["serving_id"] for r in rows]
 names = {r["serving_id"]: f"{r['serving_id']} · {r['label']} · {r['platform'] or '?'}" for r in rows}
@@ -100,7 +95,7 @@ b = c2.selectbox(
     "B (baseline)", ids, index=ids.index(cuda[0]) if cuda else 1, format_func=names.get, key="srv_b"
 )
 if a == b:
-    st.warning("Pick two different serving runs.")
+    st.warning(t("page.serving.pick_two"))
     st.stop()
 cmp = data.serving_comparison(fp, a, b)
 for w in cmp["warnings"]:

@@ -6,19 +6,22 @@ import pandas as pd
 import streamlit as st
 
 from app import glossary
+from diag.i18n import t
 
-st.title("Glossary")
-st.caption(
-    "Ascend / CANN words on these pages, explained for an engineer who knows CUDA. The same text shows as the "
-    "tooltip (?) of a column or figure. Edit diag/rules/glossary.toml to add a term."
-)
-needle = st.text_input("Filter", placeholder="a term, a CUDA word or 中文", key="glossary_filter").strip()
+st.title(t("page.glossary.title"))
+st.caption(t("page.glossary.caption"))
+needle = st.text_input(
+    t("page.glossary.filter"), placeholder=t("page.glossary.placeholder"), key="glossary_filter"
+).strip()
+columns = tuple(t(f"page.glossary.col_{c}") for c in ("term", "zh", "meaning", "cuda"))
 rows = [
-    {"term": t.term, "中文": t.zh, "meaning": t.meaning, "CUDA counterpart": t.cuda}
-    for t in glossary.terms()
-    if not needle or needle.casefold() in " ".join((t.term, t.zh, t.meaning, t.cuda, *t.aliases)).casefold()
+    dict(zip(columns, (term.term, term.zh, term.explained(), term.cuda), strict=True))
+    for term in glossary.terms()
+    if not needle
+    or needle.casefold()
+    in " ".join((term.term, term.zh, term.meaning, term.meaning_zh, term.cuda, *term.aliases)).casefold()
 ]
 if not rows:
-    st.info(f"No term matches “{needle}”.")
+    st.info(t("page.glossary.no_match", needle=needle))
     st.stop()
 st.table(pd.DataFrame(rows), hide_index=True, border="horizontal")  # a static table: long meanings wrap

@@ -12,16 +12,10 @@ from app.app_pages import run_picker
 from app.tables import show_table
 from app.text import md_text
 from diag.analyses.evidence_view import finding_blocks
+from diag.i18n import t
 
 SCOPES = ("A profiling run", "A log of no run")
 SEVERITY = {"high": ":red-badge[high]", "medium": ":orange-badge[medium]", "low": ":blue-badge[low]"}
-EMPTY = (
-    "No memory figures for this run. Capture them on Ascend with `torch_npu.profiler.profile(profile_memory=True, "
-    "…)` — the export then holds `memory_record.csv`, `operator_memory.csv` and `npu_module_mem.csv` "
-    "(`with_stack=True` names the Python code behind each allocation); on CUDA with "
-    "`torch.profiler.profile(profile_memory=True, record_shapes=True)` or `nsys profile --cuda-memory-usage=true`. "
-    "An OOM message or vLLM's start-up memory lines in a log give the figures too: upload the log."
-)
 
 
 def _run_start(fp: str, run_id: int | None) -> int | None:
@@ -34,7 +28,7 @@ def _over_time(fp: str, run_id: int, summary: dict, t0: int | None) -> None:
         return
     fig = mw.timeline_figure(df, data.memory_steps(fp, run_id), summary, t0)
     if fig is not None:
-        st.subheader("Memory over time")
+        st.subheader(t("page.memory.over_time"))
         st.plotly_chart(fig, width="stretch", key="mem_timeline")
         series = ", ".join(
             md_text(summary[k]) for k in ("reserved_series", "allocator_series") if summary.get(k)
@@ -42,7 +36,7 @@ def _over_time(fp: str, run_id: int, summary: dict, t0: int | None) -> None:
         st.caption(f"series: {series}; steps shaded, the peak reserved marked ×")
     stack = mw.components_figure(df, t0)
     if stack is not None:
-        st.subheader("Reserved by CANN component")
+        st.subheader(t("page.memory.by_component"))
         st.plotly_chart(stack, width="stretch", key="mem_components")
 
 
@@ -50,7 +44,7 @@ def _oom(summary: dict) -> None:
     events = summary.get("oom") or []
     if not events:
         return
-    st.subheader("Out of memory")
+    st.subheader(t("page.memory.oom"))
     for i, event in enumerate(events[:3]):
         if i or summary.get("peak_reserved_bytes") is not None:  # else the answer line above says it
             st.markdown(md_text(mw.oom_sentence(event)))
@@ -66,7 +60,7 @@ def _kv(summary: dict) -> None:
     kv = summary.get("kv_cache")
     if not kv:
         return
-    st.subheader("KV-cache budget")
+    st.subheader(t("page.memory.kv_budget"))
     if kv.get("verdict_reason"):
         st.markdown(md_text(kv["verdict_reason"]))
     fig = mw.kv_figure(kv)
@@ -79,7 +73,7 @@ def _findings(fp: str, run_id: int | None, summary: dict) -> None:
     items = summary.get("findings") or []
     if not items:
         return
-    st.subheader("Findings")
+    st.subheader(t("page.memory.findings"))
     clock = evidence.clock_of(fp, run_id)
     for i, f in enumerate(items):
         with st.container(border=True):
@@ -108,21 +102,18 @@ def _show(fp: str, run_id: int | None, summary: dict) -> None:
     if run_id is not None:
         _over_time(fp, run_id, summary, t0)
     if summary.get("components"):
-        st.subheader("Peak reserved per component")
+        st.subheader(t("page.memory.peak_per_component"))
         show_table(mw.components_frame(summary), key="mem_components_table")
     if summary.get("top_allocators"):
-        st.subheader("Top allocators")
+        st.subheader(t("page.memory.top_allocators"))
         show_table(mw.allocators_frame(summary), key="mem_allocators")
     _oom(summary)
     _kv(summary)
     _findings(fp, run_id, summary)
 
 
-st.title("Memory")
-st.caption(
-    "Peak device memory against the device's capacity (the seed acceptance rule: peak ≤ 90 % of capacity), "
-    "the caching allocator's slack (reserved − allocated), who allocated, and what an OOM's own figures say."
-)
+st.title(t("page.memory.title"))
+st.caption(t("page.memory.caption"))
 fp = data.fingerprint()
 log_files = data.oom_log_files(fp)
 has_runs = any(r["start_ns"] is not None for r in data.runs(fp))
@@ -140,6 +131,6 @@ else:
     log_file = st.selectbox("Log file", log_files, key="mem_log")
     summary = data.memory(fp, None, log_file)
 if not mw.has_figures(summary):
-    st.info(EMPTY)
+    st.info(t("page.memory.empty"))
     st.stop()
 _show(fp, chosen_run, summary)

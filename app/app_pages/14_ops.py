@@ -11,23 +11,23 @@ from app import util_widgets as uw
 from app.app_pages import run_picker
 from app.tables import show_table
 from app.text import md_text
+from diag.i18n import t
 
-st.title("Ops")
-st.caption(
-    "Every kernel of the run grouped by operator type, kernel name or op class, largest total first; click a "
-    "column header to sort. Share is of the run's summed kernel time."
-)
+st.title(t("page.ops.title"))
+st.caption(t("page.ops.caption"))
 fp = data.fingerprint()
 run_id = run_picker(fp, key="ops_run")
 if run_id is None:
     st.stop()
 c1, c2 = st.columns(2)
-by = c1.radio("Group by", list(ow.BY_LABELS), format_func=ow.BY_LABELS.get, horizontal=True, key="ops_by")
+by = c1.radio(
+    t("page.ops.group_by"), list(ow.BY_LABELS), format_func=ow.BY_LABELS.get, horizontal=True, key="ops_by"
+)
 choices, default = data.op_baselines(fp, run_id)
 names = {r["run_id"]: f"{r['run_id']} · {r['name']} · {r['platform']}" for r in data.runs(fp)}
 options = [None, *choices]
 baseline = c2.selectbox(
-    "Baseline (its op classes side by side)",
+    t("page.ops.baseline"),
     options,
     index=options.index(default),
     format_func=lambda i: "none" if i is None else names.get(i, str(i)),
@@ -35,9 +35,7 @@ baseline = c2.selectbox(
 )
 rows = data.op_table(fp, run_id, by, baseline)
 if not rows:
-    st.info(
-        "This run has no kernels: nothing ran on the device in the capture, or the export holds no kernel rows."
-    )
+    st.info(t("page.ops.empty"))
     st.stop()
 m = st.columns(4)
 m[0].metric(ow.BY_PLURALS[by], f"{len(rows):,}")
@@ -52,11 +50,9 @@ if len(rows) > ow.MAX_ROWS:  # a grid of tens of thousands of kernel names helps
 
 if by != "class":
     with_shapes = [r["name"] for r in rows if r["shapes"]]
-    st.subheader("Shapes of one op")
+    st.subheader(t("page.ops.shapes"))
     if not with_shapes:
-        st.caption(
-            "No input shapes in this run's export (CUDA kernels and Level0 Ascend exports carry none)."
-        )
+        st.caption(t("page.ops.no_shapes"))
     else:
         name = st.selectbox(ow.BY_LABELS[by].capitalize(), with_shapes, key=f"ops_shape_{by}_{run_id}")
         shapes = data.op_shapes(fp, run_id, name, by)
@@ -76,7 +72,7 @@ if by != "class":
             with st.expander(f"distinct shapes per step ({len(per_step)} steps)"):
                 show_table(ow.steps_frame(per_step))
 
-    st.subheader("PMU and L2 per op")
+    st.subheader(t("page.ops.pmu"))
     pmu = data.op_pmu(fp, run_id, by)
     if pmu:
         st.caption(
@@ -86,8 +82,6 @@ if by != "class":
         )
         show_table(ow.pmu_frame(pmu, by), key="ops_pmu_table")
     else:
-        st.caption(
-            "No PMU columns or L2 cache rows in this run (kernel_details with aic_metrics, l2_cache=True)."
-        )
+        st.caption(t("page.ops.no_pmu"))
 
     uw.draw_utilization(data.op_utilization(fp, run_id, by), ow.BY_LABELS[by])  # #20 utilization

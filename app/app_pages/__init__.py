@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app import data, state
+from diag.i18n import t
 
 
 def run_picker(fp: str, key: str) -> int | None:
@@ -12,11 +13,13 @@ def run_picker(fp: str, key: str) -> int | None:
     for every other page (app.state)."""
     rows = [r for r in data.runs(fp) if r["start_ns"] is not None]
     if not rows:
-        st.info("No run with device data yet: upload one on the Upload page.")
+        st.info(t("page.run_picker.empty"))
         return None
     ids = [r["run_id"] for r in rows]
     names = {r["run_id"]: f"{r['run_id']} · {r['name']} · {r['platform']}" for r in rows}
-    run_id = st.selectbox("Run", ids, index=state.index_of_selected(ids), format_func=names.get, key=key)
+    run_id = st.selectbox(
+        t("page.run_picker.label"), ids, index=state.index_of_selected(ids), format_func=names.get, key=key
+    )
     if run_id != state.selected_run():
         state.select_run(run_id)
     return run_id

@@ -16,6 +16,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
 
+from diag.i18n import current_language
+
 OWNERS = Path(__file__).resolve().parent.parent / "rules" / "owners.toml"
 VALUES = ("code", "config", "stack", "vendor", "hardware")
 T = TypeVar("T")
@@ -43,7 +45,8 @@ def owner_rules(path: Path = OWNERS) -> dict[str, Any]:
 def headings() -> list[tuple[str, str]]:
     """(owner key, heading) in display order; ``none`` is the last group."""
     g = owner_rules()["groups"]
-    return [(k, g[k]) for k in g["order"]]
+    texts = g.get(current_language(), {})  # [groups.zh]: the Chinese headings; English is the table itself
+    return [(k, texts.get(k) or g[k]) for k in g["order"]]
 
 
 def _dtypes(evidence: dict[str, Any]) -> str:

@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 
 from diag.commands._format import escape, fmt_bytes, fmt_ns  # noqa: F401 - the names commands imported from here
+from diag.i18n import t
 from diag.lake import LakeUsageError, catalog_path, open_lake
 from diag.store import DEFAULT_DB
 
@@ -49,14 +50,16 @@ def per_run(ids: Iterable[int], compute: Callable[[int], T]) -> tuple[dict[int, 
 
 def print_failed(out: Console, failed: dict[int, str], what: str) -> None:
     for rid, why in failed.items():
-        out.print(f"[yellow]run {rid}:[/] no {what} ({escape(why)})")
+        out.print(f"[yellow]{t('cli.run', run=rid)}:[/] {t('cli.no_what', what=what)} ({escape(why)})")
 
 
 def wrote(path: Path, size_bytes: int | None = None, detail: str = "") -> None:
     """The one line (on stderr) a command that writes a file prints: ``wrote report.html (12.3 KB, 4 sections)``."""
     size = path.stat().st_size if size_bytes is None else size_bytes
     what = ", ".join(x for x in (fmt_bytes(size), detail) if x)
-    console(stderr=True).print(f"wrote {escape(str(path))} ({what})")  # stdout stays the data: empty
+    console(stderr=True).print(
+        t("cli.wrote", path=escape(str(path)), what=what)
+    )  # stdout stays the data: empty
 
 
 LakeOption = Annotated[

@@ -18,6 +18,7 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
+from diag import i18n
 from diag.commands._common import (
     DEFAULT,
     DbOption,
@@ -214,11 +215,10 @@ def ingest(
         print_json(payload)
     else:
         s = payload["summary"]
-        out.print(
-            f"\n{s['files']} files: {s['ok']} ok, {s['partial']} partial, {s['failed']} failed, "
-            f"{s['unchanged']} unchanged, {s['skipped']} skipped · runs {', '.join(map(str, s['runs'])) or MISSING} · "
-            f"{fmt_count(sum(s['rows'].values()))} rows stored · {fmt_bytes(total)} read"
-        )
+        runs = ", ".join(map(str, s["runs"])) or MISSING
+        rows, read = fmt_count(sum(s["rows"].values())), fmt_bytes(total)
+        counts = {k: s[k] for k in ("files", "ok", "partial", "failed", "unchanged", "skipped")}
+        out.print("\n" + i18n.t("cli.ingest_summary", **counts, runs=runs, rows=rows, read=read))  # diag/i18n
         if s["rows"]:
             out.print("  " + ", ".join(f"{t} {n}" for t, n in sorted(s["rows"].items()) if n))
         if not verbose:  # --verbose listed each skipped file already

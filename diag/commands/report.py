@@ -16,6 +16,7 @@ from diag.analyses.postmortem import build_postmortem
 from diag.analyses.postmortem_model import Postmortem
 from diag.commands._common import DEFAULT, DbOption, wrote
 from diag.errors import DiagError
+from diag.i18n import LANGUAGES, set_language, t
 from diag.report import render
 from diag.store import Store
 
@@ -36,10 +37,17 @@ def report(
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="Write here (default: stdout).")
     ] = None,
+    lang: Annotated[
+        str | None, typer.Option("--lang", help="zh | en: the report's headings and fixed phrases (#24).")
+    ] = None,
 ) -> None:
     """Incident postmortem: what happened, impact, root cause with evidence, contributing factors, actions."""
     if fmt not in ("md", "html", "json"):
         raise DiagError(f"--format must be md, html or json, not {fmt!r}")
+    if lang is not None:  # else the global --lang / $DIAG_LANG / the locale (diag.i18n)
+        if lang not in LANGUAGES:
+            raise DiagError(t("cli.bad_lang", value=lang))
+        set_language(lang)
     if run is not None and job is not None:
         raise DiagError("give --run or --job, not both")
     if episode is not None and (run is not None or job is not None):
@@ -68,7 +76,7 @@ FORMAT_NAMES = {"md": "Markdown", "html": "HTML", "json": "JSON"}
 def _sections(pm: Postmortem) -> str:
     """How many of the postmortem's five sections hold something: ``4 of 5 sections``."""
     filled = [pm.what_happened, pm.impact, pm.root_cause, pm.contributing, pm.actions]
-    return f"{sum(1 for x in filled if x)} of {len(filled)} sections"
+    return t("report.sections_filled", n=sum(1 for x in filled if x), total=len(filled))
 
 
 def register(app: typer.Typer) -> None:
