@@ -29,15 +29,20 @@ RUNS_COLUMNS = {  # the columns a person reads first come first; the long source
     "failed_files": "failed",
     "source": "source",
 }
-RUNS_HELP = {
-    "AI_CPU tasks": help_for("AI_CPU"),
-    "device task rows": help_for("task"),
-    "kernel_details rows": help_for("Kernel Details"),
-    "CANN": help_for("CANN"),
-    "torch_npu": help_for("torch_npu"),
-    "level": "The profiler level the run was captured with (torch_npu Level0/1/2); higher levels record more.",
-    "steps": "Profiler steps found in the run (ProfilerStep#N ranges or step_trace_time.csv rows).",
-}
+
+
+def runs_help() -> dict[str, str]:
+    """Column tooltips of the runs table, in the session's language (built per call: a module-level dict would
+    keep the language of the first session that imported this module)."""
+    return {
+        "AI_CPU tasks": help_for("AI_CPU"),
+        "device task rows": help_for("task"),
+        "kernel_details rows": help_for("Kernel Details"),
+        "CANN": help_for("CANN"),
+        "torch_npu": help_for("torch_npu"),
+        "level": "The profiler level the run was captured with (torch_npu Level0/1/2); higher levels record more.",
+        "steps": "Profiler steps found in the run (ProfilerStep#N ranges or step_trace_time.csv rows).",
+    }
 
 
 def runs_frame(rows: list[dict]) -> pd.DataFrame:

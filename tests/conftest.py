@@ -28,6 +28,18 @@ def ingest_into(store, paths, jobs: int = 1, **ingestor_options):  # noqa: ANN00
         ingestor.close()
 
 
+@pytest.fixture(autouse=True)
+def _english_unless_a_test_asks(monkeypatch: pytest.MonkeyPatch):
+    """Every test reads diag in English whatever the machine's locale (LANG=zh_CN.UTF-8 would make it Chinese,
+    diag.i18n), and no test's language choice leaks into the next: a test that wants Chinese sets it itself."""
+    from diag import i18n
+
+    monkeypatch.setenv("DIAG_LANG", "en")
+    i18n.set_language(None)
+    yield
+    i18n.set_language(None)
+
+
 @pytest.fixture
 def corpus() -> Path:
     if not (CORPUS / "ascend").is_dir():

@@ -322,3 +322,25 @@ def test_browser_opens_the_app_in_chinese(sample_db, monkeypatch, tmp_path):
     ] * 5
     assert zh["page.stalls.versus"] in main_text and "Traceback" not in main_text
     assert len(own) >= 10 and english_sentences(own) == []
+
+
+def test_one_sessions_language_does_not_stay_in_the_next_sessions_texts(sample_db, monkeypatch):
+    """Texts built when a module is first imported would keep that session's language for every later one: the
+    runs table's column tooltips were such a dict (in Chinese for an English session after a Chinese one)."""
+    import json
+
+    from app.glossary import help_for
+    from tests.conftest import open_page
+
+    def runs_ai_cpu_help() -> str:
+        at = open_page(monkeypatch, sample_db)
+        return json.loads(at.dataframe[0].proto.columns)["AI_CPU tasks"]["help"]
+
+    monkeypatch.setenv("DIAG_LANG", "zh")
+    in_chinese = runs_ai_cpu_help()
+    monkeypatch.setenv("DIAG_LANG", "en")
+    set_language(None)
+    assert CJK.search(in_chinese)
+    assert runs_ai_cpu_help() == help_for("AI_CPU") and help_for("AI_CPU").startswith(
+        "**AI_CPU**: Kernel that runs"
+    )

@@ -27,7 +27,7 @@ c2.metric("device tasks", f"{sum(r['device_tasks'] for r in rows):,}", help=help
 c3.metric("host ops", f"{sum(r['host_ops'] for r in rows):,}")
 c4.metric("AI_CPU tasks (CPU fallback)", f"{ai_cpu:,}", help=help_for("AI_CPU"))
 
-show_table(widgets.runs_frame(rows), helps=widgets.RUNS_HELP)
+show_table(widgets.runs_frame(rows), helps=widgets.runs_help())
 
 labels = {
     r["run_id"]: f"{r['run_id']} · {r['name']} · rank {r['rank'] if r['rank'] is not None else MISSING}"
