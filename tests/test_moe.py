@@ -300,3 +300,28 @@ def test_cluster_page_moe_section_in_a_browser(moe_job, tmp_path):
     assert f"expert {hot['expert']} of layer {hot['layer']}" in text
     assert "Traceback" not in text and "Error" not in text
     assert "Tokens per expert (prefill)" in text or plots >= 2
+
+
+def test_moe_collectives_are_their_own_class_in_compare_and_ops(moe_job):
+    """An Ascend all-to-all task is of kind COMMUNICATION; the task kind no longer hides its MoE class."""
+    from diag.analyses import ops
+    from diag.analyses.compare import class_totals
+    from diag.analyses.counts import unique_tasks_sql
+    from diag.store import Store
+
+    db, _ = moe_job
+    with Store(str(db)) as store:  # the Cluster page's test may hold it open read-write in-process
+        totals = class_totals(store, 1, "ascend")
+        by_class = {r["name"]: r["calls"] for r in ops.op_table(store, 1, by="class")}
+        alltoall = (
+            store.cursor()
+            .execute(
+                f"SELECT count(*) FROM ({unique_tasks_sql()}) t WHERE t.kind = 'COMMUNICATION' "
+                "AND regexp_matches(lower(t.name), '^hcom_all_?to_?all')",
+                {"run": 1},
+            )
+            .fetchone()[0]
+        )
+    assert alltoall > 0
+    assert totals["moe_alltoall"][0] == alltoall
+    assert by_class["moe_alltoall"] == alltoall

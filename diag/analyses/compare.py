@@ -129,13 +129,14 @@ def class_totals(store: Store, run_id: int, platform: str) -> dict[str, tuple[in
     if figures_source(store, run_id) == KERNEL_SUMMARY:
         return summary_class_totals(store, run_id, platform)
     name_case = op_classes.sql_case("name", "op_type", platform)
+    comm_case = op_classes.communication_class_sql("name", "op_type", platform)
     rows = (
         store.cursor()
         .execute(
             f"""WITH by_name AS (
                 SELECT t.name, any_value(coalesce(t.op, t.op_type)) AS op_type, t.kind, count(*) AS n, sum(t.dur_ns) AS ns
                 FROM ({unique_tasks_sql()}) t WHERE t.kind NOT IN ('SYNC', 'COMM_TASK') GROUP BY t.name, t.kind),
-             classed AS (SELECT CASE WHEN kind = 'COMMUNICATION' THEN 'communication'
+             classed AS (SELECT CASE WHEN kind = 'COMMUNICATION' THEN {comm_case}
                                      WHEN kind = 'MEMCPY' AND lower(name) LIKE '%memset%' THEN 'memset'
                                      WHEN kind = 'MEMCPY' THEN 'memcpy'
                                      ELSE {name_case} END AS op_class, n, ns FROM by_name)

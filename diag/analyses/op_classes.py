@@ -125,6 +125,18 @@ def sql_case(name_expr: str, op_type_expr: str | None = None, platform: str = "c
     return f"(CASE {' '.join(whens)} ELSE '{OTHER}' END)"
 
 
+# Collective tasks keep the class `communication` unless the rules name them an MoE collective: expert parallelism's
+# all-to-all and dispatch / combine are their own classes, so MoE time shows apart in the breakdown and compare.
+MOE_COLLECTIVES = ("moe_alltoall", "moe_dispatch_combine")
+
+
+def communication_class_sql(name_expr: str, op_type_expr: str | None, platform: str = "cuda") -> str:
+    """The op class of a task whose kind is COMMUNICATION: an MoE collective's class, else 'communication'."""
+    case = sql_case(name_expr, op_type_expr, platform)
+    moe = ", ".join(f"'{c}'" for c in MOE_COLLECTIVES)
+    return f"CASE WHEN ({case}) IN ({moe}) THEN ({case}) ELSE 'communication' END"
+
+
 def sql_case_by_platform(name_expr: str, platform_expr: str, op_type_expr: str | None = None) -> str:
     """Like ``sql_case`` for rows of both platforms: ``platform_expr`` is 'cuda' or 'ascend' per row."""
     parts = " ".join(

@@ -95,7 +95,7 @@ def rows_sql(table: str, platform: str) -> str:
 
 def _class_case(platform: str) -> str:
     """The op class of a (name, op, kind), as ``diag.analyses.compare.class_totals`` gives it."""
-    return f"""CASE WHEN kind = 'COMMUNICATION' THEN 'communication'
+    return f"""CASE WHEN kind = 'COMMUNICATION' THEN {op_classes.communication_class_sql("name", "op", platform)}
                     WHEN kind = 'MEMCPY' AND lower(name) LIKE '%memset%' THEN 'memset'
                     WHEN kind = 'MEMCPY' THEN 'memcpy'
                     ELSE {op_classes.sql_case("name", "op", platform)} END"""
