@@ -29,7 +29,8 @@ SPEC = CsvSpec(
     name="ascend_static_op_mem",
     version=1,
     table="static_op_memory",
-    signature=("op_name", "graph_id", "node_start"),  # detected without Size(KB): its absence is then an error
+    # detected without Size(KB), so that a file lacking it fails naming the column instead of going unrecognised
+    signature=("op_name", "graph_id", "node_start"),
     required=("op_name", "graph_id", "size"),
     aliases={
         "device": ("Device_id", "Device ID", "Device"),
