@@ -371,7 +371,7 @@ TABLES: tuple[Table, ...] = (
             _c("device", "VARCHAR", "Device_id"),
             _c("op_name", "VARCHAR", "TOTAL: the graph's total allocation"),
             _c("model_name", "VARCHAR", "static subgraph's root node; 0: a static graph without subgraphs"),
-            _c("graph_id", "BIGINT"),
+            _c("graph_id", "VARCHAR", "Graph ID, as written (MindStudio Insight reads it as a string)"),
             _c("node_index_start", "BIGINT", "logical time (node order) of the allocation"),
             _c("node_index_end", "BIGINT", "logical time of the release; NULL: held to the graph's end"),
             _c("size_bytes", "BIGINT", "Size(KB) × 1024"),

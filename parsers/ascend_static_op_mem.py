@@ -13,6 +13,8 @@ English: .../document/detail/en/canncommercial/800/devaids/profiling/atlasprofil
   addresses across lifetimes, so it can be less than the sum of the ops).  It is stored as is; the analysis keeps
   it apart from the ops (diag/analyses/memory.py ``static_graph``).
 - ``Model Name`` is 0 for a static graph without static subgraphs, else the subgraph's root node.
+- ``Graph ID`` and ``Device_id`` are kept as text: MindStudio Insight (Ascend msinsight, server memory parser and its
+  tests) reads the Graph ID as a string and writes ``NPU:0`` as a Device_id; its op lists leave the TOTAL row out.
 
 torch_npu writes it under ``ASCEND_PROFILER_OUTPUT/`` (msprof: ``static_op_mem_<timestamp>.csv``; the file name
 patterns are MindStudio Insight's ``staticOpMemReg``).  Detected by its header, as every CSV here: the
@@ -45,7 +47,7 @@ SPEC = CsvSpec(
         "device": alt("device:text"),
         "op_name": alt("op_name:text"),
         "model_name": alt("model_name:text"),
-        "graph_id": alt("graph_id:int"),
+        "graph_id": alt("graph_id:text"),  # text: MindStudio Insight reads it as a string
         "node_index_start": alt("node_start:int"),
         "node_index_end": alt("node_end:int"),  # 4294967295 (to the graph's end) → NULL
         "size_bytes": alt("size:kb"),

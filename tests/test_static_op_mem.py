@@ -58,10 +58,10 @@ def test_fixture_parses_with_exact_rows_and_bytes(ingested: Path) -> None:
         )
     assert len(stored) == len(rows) == 8
     assert sum(r[6] for r in stored) == sum(_bytes(r) for r in rows) == 3_491_889_664
-    assert stored[0] == ("0", "model.layers.0.self_attn/MatMulV2", "0", 1, 3, 9, 524288 * KB)
+    assert stored[0] == ("0", "model.layers.0.self_attn/MatMulV2", "0", "1", 3, 9, 524288 * KB)
     assert stored[1][6] == 134_218_240  # 131072.5 KB: the fraction kept, KB × 1024
     assert stored[2][5] is None  # 4294967295: held to the graph's end
-    assert stored[6][1:4] == ("TOTAL", "0", 1) and stored[6][4:6] == (None, None)
+    assert stored[6][1:4] == ("TOTAL", "0", "1") and stored[6][4:6] == (None, None)
 
 
 def test_bad_header_is_one_line_naming_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -85,7 +85,7 @@ def test_memory_json_static_graph_exact_total(ingested: Path, capsys: pytest.Cap
     assert (g["total_bytes"], g["total_from"]) == (totals, "TOTAL rows") == (1_476_460_544, "TOTAL rows")
     assert (g["ops_bytes"], g["op_count"], g["graph_count"]) == (sum(_bytes(r) for r in ops), 6, 2)
     largest = max(ops, key=_bytes)
-    assert g["ops"][0] == {"name": largest["Op Name"], "bytes": _bytes(largest), "graph_id": 1}
+    assert g["ops"][0] == {"name": largest["Op Name"], "bytes": _bytes(largest), "graph_id": "1"}
     assert [o["bytes"] for o in g["ops"]] == sorted((_bytes(r) for r in ops), reverse=True)
 
 
@@ -118,3 +118,20 @@ def test_a_run_without_static_op_mem_has_none(tmp_path: Path) -> None:
     with Store(tmp_path / "none.duckdb") as store:
         store.cursor().execute("INSERT INTO runs (run_id, run_key, platform) VALUES (3, 'k', 'ascend')")
         assert memory_summary(store, 3)["static_graph"] is None
+
+
+def test_text_graph_id_and_npu_device_as_mindstudio_insight_writes_them(tmp_path: Path) -> None:
+    """MindStudio Insight's own parser test writes Graph ID as text, Device_id as NPU:0 and node indices on TOTAL."""
+    folder = tmp_path / "ASCEND_PROFILER_OUTPUT"
+    folder.mkdir()
+    (folder / "static_op_mem.csv").write_text(
+        "Device_id,Op Name,Model Name,Graph ID,Node Index Start,Node Index End,Size(KB)\n"
+        "NPU:0,TOTAL,model,parsed-graph,0,5,4096\n"
+        "NPU:0,Add,model,parsed-graph,1,4,1024\n",
+        encoding="utf-8",
+    )
+    with Store(tmp_path / "msi.duckdb") as store:
+        ingest_into(store, [tmp_path])
+        g = memory_summary(store)["static_graph"]
+    assert (g["total_bytes"], g["op_count"], g["graph_count"]) == (4096 * KB, 1, 1)
+    assert g["ops"] == [{"name": "Add", "bytes": 1024 * KB, "graph_id": "parsed-graph"}]
