@@ -363,6 +363,21 @@ TABLES: tuple[Table, ...] = (
         ),
     ),
     Table(
+        "static_op_memory",
+        "static_op_mem.csv (graph mode): memory the graph compiler plans per operator; the row op_name = TOTAL is "
+        "the graph's total (reuse makes it less than the ops' sum)",
+        _OWNER
+        + (
+            _c("device", "VARCHAR", "Device_id"),
+            _c("op_name", "VARCHAR", "TOTAL: the graph's total allocation"),
+            _c("model_name", "VARCHAR", "static subgraph's root node; 0: a static graph without subgraphs"),
+            _c("graph_id", "VARCHAR", "Graph ID, as written (MindStudio Insight reads it as a string)"),
+            _c("node_index_start", "BIGINT", "logical time (node order) of the allocation"),
+            _c("node_index_end", "BIGINT", "logical time of the release; NULL: held to the graph's end"),
+            _c("size_bytes", "BIGINT", "Size(KB) × 1024"),
+        ),
+    ),
+    Table(
         "op_stats",
         "op_statistic.csv: per op type and core type",
         _OWNER

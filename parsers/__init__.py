@@ -16,6 +16,7 @@ from parsers import (
     ascend_operator_memory,
     ascend_profiler_db,
     ascend_profiler_info,
+    ascend_static_op_mem,
     ascend_step_trace_time,
     ascend_trace_view,
     cann_log,
@@ -44,6 +45,7 @@ PARSERS: tuple[Parser, ...] = (
     ascend_memory_record.PARSER,
     ascend_npu_module_mem.PARSER,
     ascend_operator_memory.PARSER,
+    ascend_static_op_mem.PARSER,  # graph mode: Op Name + Graph ID + Node Index Start
     ascend_op_statistic.PARSER,
     ascend_api_statistic.PARSER,
     ascend_l2_cache.PARSER,

@@ -102,6 +102,7 @@ def build_seeds(work: Path) -> dict[str, Seed]:
             FIXTURES / "real/msinsight_test_rank_0" / OUT / "operator_memory.csv",
             OUT,
         ),
+        "ascend_static_op_mem": (FIXTURES / "static_op_mem/ok" / OUT / "static_op_mem.csv", OUT),
         "ascend_op_statistic": (GEN_RUN / OUT / "op_statistic.csv", OUT),
         "ascend_api_statistic": (REAL_RUN / OUT / "api_statistic.csv", OUT),
         "ascend_l2_cache": (REAL_RUN / OUT / "l2_cache.csv", OUT),

@@ -63,7 +63,10 @@ def memory_timeline(store: Store, run_id: int, max_points: int = TIMELINE_POINTS
 def runs_with_memory(store: Store) -> list[int]:
     rows = (
         store.cursor()
-        .execute("SELECT DISTINCT run_id FROM memory UNION SELECT DISTINCT run_id FROM op_memory ORDER BY 1")
+        .execute(
+            "SELECT DISTINCT run_id FROM memory UNION SELECT DISTINCT run_id FROM op_memory "
+            "UNION SELECT DISTINCT run_id FROM static_op_memory ORDER BY 1"
+        )
         .fetchall()
     )
     return [int(r[0]) for r in rows]
@@ -162,6 +165,7 @@ def _empty(run_id: int | None, platform: str | None = None) -> dict[str, Any]:
         "alloc_calls": [],
         "log_settings": [],
         "device": None,  # set when the run's rows name several devices: the one reported (holding the most)
+        "static_graph": None,  # graph mode: static_op_mem.csv's planned memory (static_graph below)
     }
 
 
@@ -201,7 +205,46 @@ def _figures(store: Store, run_id: int) -> dict[str, Any]:
         fig["non_app_bytes"], fig["non_app_modules"] = outside["peak_bytes"], outside["modules"]
     fig["churn"] = mf.churn(cur, run_id, steps, dev)
     fig["alloc_calls"] = mf.alloc_calls(cur, run_id)
+    fig["static_graph"] = static_graph(store, run_id)
     return fig
+
+
+STATIC_TOTAL = "TOTAL"  # static_op_mem.csv's last row: the graph's total allocation (CANN profiling doc)
+STATIC_TOP = 10
+
+
+def static_graph(store: Store, run_id: int) -> dict[str, Any] | None:
+    """Graph-mode memory (static_op_mem.csv): the total the graph compiler planned and the largest ops, or None.
+
+    ``total_bytes`` is the sum of the files' TOTAL rows when they have them (planned memory reuses addresses, so the
+    ops' sum can exceed it), else the ops' sum; ``total_from`` says which.  ``ops`` are the op rows (one op in one
+    graph), largest first."""
+    cur = store.cursor()
+    head = cur.execute(
+        """SELECT sum(size_bytes) FILTER (op_name = $total), count(*) FILTER (op_name = $total),
+                  sum(size_bytes) FILTER (op_name <> $total), count(*) FILTER (op_name <> $total),
+                  count(DISTINCT graph_id) FILTER (op_name <> $total)
+           FROM static_op_memory WHERE run_id = $run""",
+        {"run": run_id, "total": STATIC_TOTAL},
+    ).fetchall()[0]
+    totals, n_totals, ops_bytes, n_ops, n_graphs = head
+    if not n_ops and not n_totals:
+        return None
+    ops = cur.execute(
+        """SELECT op_name, size_bytes, graph_id FROM static_op_memory
+           WHERE run_id = $run AND op_name <> $total AND size_bytes IS NOT NULL
+           ORDER BY size_bytes DESC, op_name, graph_id LIMIT $top""",
+        {"run": run_id, "total": STATIC_TOTAL, "top": STATIC_TOP},
+    ).fetchall()
+    by_total = n_totals > 0 and totals is not None
+    return {
+        "total_bytes": int(totals) if by_total else (int(ops_bytes) if ops_bytes is not None else None),
+        "total_from": "TOTAL rows" if by_total else "sum of ops",
+        "ops_bytes": int(ops_bytes) if ops_bytes is not None else None,
+        "op_count": int(n_ops),
+        "graph_count": int(n_graphs),
+        "ops": [{"name": n, "bytes": int(b), "graph_id": g} for n, b, g in ops],
+    }
 
 
 def _place_peak(

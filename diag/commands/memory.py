@@ -59,7 +59,8 @@ def memory(
         return
     out = console()
     has_memory = summary["peak_reserved_bytes"] is not None or summary["top_allocators"]
-    if not has_memory and not summary["oom"] and not summary["kv_cache"] and not summary["log_settings"]:
+    static = summary["static_graph"]
+    if not (has_memory or static or summary["oom"] or summary["kv_cache"] or summary["log_settings"]):
         where = f" for run {summary['run_id']}" if summary["run_id"] is not None else " in this database"
         out.print(escape(NO_MEMORY.format(where=where)))
         return
@@ -70,6 +71,9 @@ def memory(
         out.print(escape(headline(summary)))
         for line in detail_lines(summary):
             out.print(escape(line))
+    if static:
+        out.print(escape(static_graph_line(static)))
+    if has_memory:
         _print_tables(out, summary)
     _print_logs(out, summary)
     _print_findings(out, summary)
@@ -133,6 +137,16 @@ def detail_lines(s: dict[str, Any]) -> list[str]:
             f"{fmt_count(churn['frees_per_step'], 1)} frees per step over {len(churn['per_step'])} step(s)"
         )
     return lines
+
+
+def static_graph_line(g: dict[str, Any]) -> str:
+    """Static graph memory (graph mode): 1.4 GiB over 6 ops (largest: model.layers.0.mlp/MatMulV2 1.0 GiB)."""
+    largest = g["ops"][0] if g["ops"] else None
+    biggest = f"{largest['name']} {size_text(largest['bytes'])}" if largest else MISSING
+    return (
+        f"Static graph memory (graph mode): {size_text(g['total_bytes'])} over {fmt_count(g['op_count'])} ops "
+        f"(largest: {biggest})"
+    )
 
 
 def _print_tables(out: Console, s: dict[str, Any]) -> None:
