@@ -340,6 +340,7 @@ RULE_EXAMPLES = {
     "c10d_store_timeout": "torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 1/2 clients joined.",
     "c10d_heartbeat_monitor": "[PG ID 0 PG GUID 0(default_pg) Rank 3] Heartbeat monitor timed out! Process will be terminated after dumping debug info. workMetaList_.size()=1",
     "torchrun_child_failed": "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+    "torchrun_worker_exit": "E0521 15:43:03.000000 140 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) local_rank: 0 (pid: 14750) of binary: /usr/bin/python3",
 }
 
 

@@ -136,6 +136,13 @@ WORDINGS = [
         "torchrun_child_failed",
         "abort",
     ),
+    # torchrun_worker_exit: elastic's report of a worker's own error exit (a positive exit code)
+    (
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 0 (pid: 2345) of "
+        "binary: /usr/bin/python",
+        "torchrun_worker_exit",
+        "abort",
+    ),
     # hccl_watchdog_timeout: torch_npu's WorkHCCL prints Timeout(ms)=N inside its parentheses too
     (
         "ctive operation timeout: WorkHCCL(SeqNum=196, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800079 "
@@ -178,3 +185,30 @@ def test_store_retry_warning_alone_flags_nothing() -> None:
         ]
     )
     assert (rec["rule_id"], rec["severity"]) == ("c10d_store_retry", "info")
+
+
+def test_torchrun_error_exit_alone_is_a_low_stop(tmp_path) -> None:  # noqa: ANN001
+    """A torchrun summary of a worker that exited 1, with no traceback in the log: a stop at low severity led by
+    the exit record, never an unclassified medium error."""
+    from diag.analyses.log_diagnosis import log_scope
+    from diag.store import Store
+    from tests.conftest import ingest_into
+
+    log = tmp_path / "torchrun.log"
+    log.write_text(
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+        "============================================================\n"
+        "train.py FAILED\n"
+        "------------------------------------------------------------\n"
+        "Root Cause (first observed failure):\n"
+        "[0]:\n"
+        "  time      : 2025-05-21_15:43:03\n"
+        "  rank      : 0 (local_rank: 0)\n"
+        "  exitcode  : 1 (pid: 14750)\n"
+        "  error_file: <N/A>\n"
+        "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html\n"
+    )
+    with Store(tmp_path / "db.duckdb") as store:
+        ingest_into(store, [log])
+        top = log_scope(store).causes[0]
+    assert (top.category, top.severity, top.evidence[0].rule_id) == ("abort", "low", "torchrun_worker_exit")
