@@ -334,6 +334,13 @@ RULE_EXAMPLES = {
     "version_kernel_binary": "EZ9999: [PID: 5625] 2025-09-19-14:34:08.166.059 Parse dynamic kernel config fail.",
     "version_package_mismatch_warning": "/vllm-workspace/vllm-omni/vllm_omni/version.py:55: RuntimeWarning: vLLM and vLLM-Omni appear to have mismatched major/minor versions:",
     "abort_shell_killed": "start.sh: line 38: 14328 Killed vllm serve /home/data3/weights/MiniMax-M2.7-w8a8-quarot --tensor-parallel-size 8",
+    # round 5 (#16): the families of tests/test_log_families.py
+    "op_unsupported_family": "RuntimeError: FlashAttention only supports Ampere GPUs or newer.",
+    "c10d_store_retry": "[W210 09:54:57.125243957 TCPStore.cpp:358] [c10d] TCP client failed to connect/validate to host 10.0.0.1:29400 - retrying (try=0, timeout=60000ms, delay=15196ms)",
+    "c10d_store_timeout": "torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 1/2 clients joined.",
+    "c10d_heartbeat_monitor": "[PG ID 0 PG GUID 0(default_pg) Rank 3] Heartbeat monitor timed out! Process will be terminated after dumping debug info. workMetaList_.size()=1",
+    "torchrun_child_failed": "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+    "torchrun_worker_exit": "E0521 15:43:03.000000 140 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) local_rank: 0 (pid: 14750) of binary: /usr/bin/python3",
 }
 
 
