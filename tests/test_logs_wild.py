@@ -17,8 +17,9 @@ EXTRA_CATEGORIES = {"unclassified", "noise"}
 # (bench/log_accuracy.py --half held --index w1): category accuracy and key-line accuracy floors (rounded down to
 # the %), false-positive ceiling.  A rule change may raise them, never lower them; raise these when it does.
 # Per index, so that a merged index of new excerpts does not move another's ratchet; add its own entry.
-# Round 4 (rules written against all of w1–w3, #16): raised to the figures measured after it.
-HELD_RATCHET = {"w1": (1.00, 0.89, 0), "w2": (1.00, 0.91, 0), "w3": (1.00, 0.85, 0), "w4": (0.73, 0.65, 1)}
+# Round 4 (rules written against all of w1–w3, #16): raised to the figures measured after it. w4: its unseen
+# first measurement was 73 / 65 / 1 (held), unchanged by round 4; round 5 (rules from the w4 train half only) 92 / 69 / 1.
+HELD_RATCHET = {"w1": (1.00, 0.89, 0), "w2": (1.00, 0.91, 0), "w3": (1.00, 0.85, 0), "w4": (0.92, 0.69, 1)}
 
 
 def _categories() -> set[str]:
