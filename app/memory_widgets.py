@@ -112,7 +112,7 @@ def metrics(summary: dict[str, Any]) -> list[tuple[str, str]]:
     return [
         ("peak reserved", gib(summary.get("peak_reserved_bytes"))),
         ("peak allocated", gib(summary.get("peak_allocated_bytes"))),
-        ("device capacity", gib(summary.get("capacity_bytes"), 1)),
+        ("device capacity", gib(summary.get("capacity_bytes"))),  # as precise as the answer line above it
         ("headroom", pct(summary.get("headroom_pct"))),
         ("slack peak (reserved − allocated)", gib(slack)),
     ]

@@ -72,7 +72,7 @@ def test_answer_line_figures_and_tables(monkeypatch, mem_db):
     assert {m.label: m.value for m in at.metric} == {
         "peak reserved": "60.00 GiB",
         "peak allocated": "40.00 GiB",
-        "device capacity": f"{cap / GIB:.1f} GiB",
+        "device capacity": f"{cap / GIB:.2f} GiB",
         "headroom": headroom(PEAK_RESERVED, cap),
         "slack peak (reserved − allocated)": "18.00 GiB",
     }
