@@ -19,7 +19,8 @@ from typing import Any
 
 from diag.analyses import before_after_env as env
 from diag.analyses.counts import KERNEL_FILTER, unique_tasks_sql
-from diag.analyses.findings import Finding, _severity, thresholds
+from diag.analyses.finding import Finding, thresholds
+from diag.analyses.finding import severity as _severity
 from diag.analyses.ops import KERNELS, NONE, TASKS, _class_case, _key, figures_table, op_table, platform_of
 from diag.analyses.stall_breakdown import BUCKET_LABELS, BUCKETS, Breakdown, breakdown
 from diag.store import Store

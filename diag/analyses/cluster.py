@@ -31,7 +31,7 @@ from diag.analyses.cluster_findings import (
     pp_stage,
     rank_findings,
 )
-from diag.analyses.findings import thresholds
+from diag.analyses.finding import thresholds
 from diag.grouping import is_multi_rank, job_grouping
 from diag.store import Store, q
 

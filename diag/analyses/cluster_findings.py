@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from diag.analyses import owners
-from diag.analyses.findings import Finding, thresholds
+from diag.analyses.finding import Finding, thresholds
 from diag.grouping import is_multi_rank, job_grouping, rank_or_run
 from diag.store import Store, q
 

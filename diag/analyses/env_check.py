@@ -16,7 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from diag.analyses.findings import Finding
+from diag.analyses.finding import Finding
 from diag.analyses.postmortem_env import json_value
 from diag.analyses.version_matrix import COMPONENTS, LABELS, check_versions
 from diag.errors import DiagError

@@ -6,62 +6,25 @@ from that impact (thresholds in rules/thresholds.toml, msprof-analyze's 5% / 3% 
 
 from __future__ import annotations
 
-import tomllib
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
-from diag.analyses import owners
 from diag.analyses.advice import advice
+from diag.analyses.cluster_findings import single_rank_wait
 from diag.analyses.counts import KERNEL_FILTER, OP_TYPE_SQL, kernel_counts, unique_tasks_sql
 from diag.analyses.cpu_fallback import FallbackOp, device_fallbacks, host_fallbacks
+from diag.analyses.env_check import env_findings
+from diag.analyses.finding import THRESHOLDS, Finding, thresholds
+from diag.analyses.finding import pct as _pct
+from diag.analyses.finding import severity as _severity
 from diag.analyses.host_sync import host_sync
+from diag.analyses.memory import memory_findings
+from diag.analyses.op_util_findings import utilization_findings
+from diag.analyses.shape_churn import extend_recompile
 from diag.analyses.stall_breakdown import Breakdown, breakdown
 from diag.store import Store
 
-THRESHOLDS = Path(__file__).resolve().parent.parent / "rules" / "thresholds.toml"
-
-
-def thresholds() -> dict[str, Any]:
-    with open(THRESHOLDS, "rb") as fh:
-        return tomllib.load(fh)
-
-
-@dataclass
-class Finding:
-    run_id: int
-    category: str  # cpu_fallback | communication | data_movement | idle | recompile | top_ops | host_fallback
-    # | data_quality | host_sync
-    severity: str  # high | medium | low | info
-    title: str
-    impact_pct: float
-    impact_ns: int
-    evidence: dict[str, Any] = field(default_factory=dict)  # op names, counts, time ranges (ns)
-    suggestion: str = ""
-    start_ns: int | None = None  # where to look on the timeline
-    end_ns: int | None = None
-    owner: str | None = None  # code | config | stack | vendor | hardware; None: from rules/owners.toml
-    owner_reason: str = ""
-    owner_steps: list[dict[str, str]] = field(default_factory=list)  # [{owner, step}] in the order to try
-
-    def to_json(self) -> dict[str, Any]:
-        return owners.attach(asdict(self), lambda: owners.for_finding(self.category, self.evidence))
-
-    def resolved_owner(self) -> str | None:
-        """Its own owner, else the rules' (what the pages group by)."""
-        return owners.of_finding(self).owner
-
-
-def _severity(pct: float, t: dict[str, Any]) -> str:
-    if pct >= t["severity"]["high_pct"]:
-        return "high"
-    if pct >= t["severity"]["medium_pct"]:
-        return "medium"
-    return "low"
-
-
-def _pct(ns: int, e2e: int) -> float:
-    return 100.0 * ns / e2e if e2e else 0.0
+# Finding, thresholds and THRESHOLDS live in diag.analyses.finding and stay importable from here.
+__all__ = ["THRESHOLDS", "Finding", "device_findings", "thresholds"]
 
 
 def device_findings(store: Store, run_id: int, bd: Breakdown | None = None) -> list[Finding]:
@@ -70,15 +33,10 @@ def device_findings(store: Store, run_id: int, bd: Breakdown | None = None) -> l
     total = bd.total
     e2e = total.e2e_ns if total else 0
     out: list[Finding] = []
-    from diag.analyses.cluster_findings import single_rank_wait  # it builds on this module
-
     out += single_rank_wait(store, run_id, e2e)  # also for a rank with collectives but no device data
-    # versions and settings (#21); env_check imports Finding from here, hence the late import
-    from diag.analyses.env_check import env_findings
-
     out += env_findings(store, run_id)  # also for a run without device data
     if total is None or e2e == 0:
-        return out + _memory_findings(store, run_id)
+        return out + memory_findings(store, run_id)
     platform = _platform(store, run_id)
     if platform == "ascend":  # AI CPU tasks and torch_npu host fallbacks exist only there
         out += _fallback_findings(run_id, device_fallbacks(store, run_id, e2e), e2e, t)
@@ -130,22 +88,13 @@ def device_findings(store: Store, run_id: int, bd: Breakdown | None = None) -> l
     out += _idle_findings(store, run_id, b["idle"], e2e, t, bd, platform)
     out += _host_sync_findings(store, run_id, platform, e2e, t, bd)
     out += _recompile_findings(store, run_id, t, platform)
-    from diag.analyses.op_util_findings import utilization_findings  # it builds on this module
-
     out += utilization_findings(store, run_id, e2e)
     out.sort(key=lambda f: (-f.impact_pct, f.category))
     top = _top_ops(store, run_id, e2e, t["top_ops"]["count"], platform)
     if top:
         out.append(top)
     out += _data_quality_findings(store, run_id, bd)
-    return out + _memory_findings(store, run_id)
-
-
-def _memory_findings(store: Store, run_id: int) -> list[Finding]:
-    """Headroom, fragmentation, one op holding the peak, OOMs, KV budget (diag/analyses/memory_findings.py)."""
-    from diag.analyses.memory import memory_findings  # it builds on this module's Finding
-
-    return memory_findings(store, run_id)
+    return out + memory_findings(store, run_id)
 
 
 def _platform(store: Store, run_id: int) -> str:
@@ -379,8 +328,7 @@ def _recompile_findings(store: Store, run_id: int, t: dict[str, Any], platform: 
                 advice("recompile_dynamic", platform),
             )
         )
-    from diag.analyses.shape_churn import extend_recompile  # #20: compile time, the step stalled, the buckets
-
+    # #20: compile time, the step it stalls most, the buckets that would cover the observed lengths
     return extend_recompile(out, store, run_id, platform, lambda pct: _severity(pct, t))
 
 

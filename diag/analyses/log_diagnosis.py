@@ -31,7 +31,7 @@ from typing import Any
 
 from diag.analyses import log_episodes, owners
 from diag.analyses.error_codes import describe_code, error_codes  # noqa: F401  (error_codes: re-exported)
-from diag.analyses.findings import Finding
+from diag.analyses.finding import Finding
 from diag.analyses.log_episodes import (
     SOURCE_SQL,
     Episode,

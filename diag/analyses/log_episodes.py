@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from diag.analyses.findings import thresholds
+from diag.analyses.finding import thresholds
 from diag.store import Store
 
 # rules/log_patterns.toml: an ERROR record that no rule or catalogued code places

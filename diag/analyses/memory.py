@@ -11,7 +11,7 @@ from typing import Any
 
 from diag.analyses import memory_figures as mf
 from diag.analyses import memory_logs
-from diag.analyses.findings import Finding
+from diag.analyses.finding import Finding, thresholds
 from diag.analyses.timeline import list_steps
 from diag.devices import device_for_run
 from diag.errors import DiagError
@@ -264,7 +264,6 @@ def _place_peak(
 
 
 def _limit() -> int:
-    from diag.analyses.findings import thresholds
 
     return int(thresholds()["memory"]["top_allocators"])
 

@@ -11,7 +11,7 @@ import functools
 import tomllib
 from typing import Any
 
-from diag.analyses.findings import Finding, thresholds
+from diag.analyses.finding import Finding, thresholds
 from diag.store import RULES_DIR
 
 ADVICE = RULES_DIR / "memory_advice.toml"

@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from diag.analyses.findings import thresholds
+from diag.analyses.finding import thresholds
 from diag.store import RULES_DIR
 
 MEMORY_LOGS = RULES_DIR / "memory_logs.toml"

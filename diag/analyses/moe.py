@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from diag.analyses.findings import Finding, thresholds
+from diag.analyses.finding import Finding, thresholds
 from diag.analyses.op_classes import sql_case_by_platform
 from diag.grouping import is_multi_rank, job_grouping
 from diag.store import Store, q

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from diag.analyses.counts import OP_TYPE_SQL
-from diag.analyses.findings import thresholds
+from diag.analyses.finding import thresholds
 from diag.devices import Device, device_for_run, dtype_key
 from diag.sql_text import SqlFragment
 from diag.store import Store

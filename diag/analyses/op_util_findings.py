@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from diag.analyses.findings import Finding, _pct, _severity, thresholds
+from diag.analyses.finding import Finding, thresholds
+from diag.analyses.finding import pct as _pct
+from diag.analyses.finding import severity as _severity
 from diag.analyses.op_util import MATMUL_CLASSES, op_cost_rules, op_utilization
 from diag.store import Store
 

@@ -147,7 +147,7 @@ def extend_recompile(found: list, store: Store, run_id: int, platform: str, seve
 def compile_finding(store: Store, run_id: int, platform: str, severity_of: Any) -> Any:
     """The ``recompile`` Finding when compile time is material (``[thresholds]`` of shape_fixes.toml), with the
     step it stalls most and the buckets; else None.  ``severity_of(pct)`` is the findings' severity scale."""
-    from diag.analyses.findings import Finding  # findings imports this module: imported when called
+    from diag.analyses.finding import Finding
 
     comp, t = compile_events(store, run_id), rules()["thresholds"]
     capture = _capture_ns(store, run_id)

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from diag.analyses.findings import thresholds
+from diag.analyses.finding import thresholds
 from diag.analyses.moe import MoeView, moe_view
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
 from diag.commands._format import cell, escape, fmt_count, fmt_ns, fmt_num, fmt_pct, table
