@@ -264,7 +264,6 @@ def _place_peak(
 
 
 def _limit() -> int:
-
     return int(thresholds()["memory"]["top_allocators"])
 
 
