@@ -69,11 +69,24 @@ def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, str]:
     return out
 
 
+def catalog_files(lang: str) -> list[Path]:
+    """``<lang>.toml`` and its parts ``<lang>.<part>.toml`` (findings, logs, pages…: one file per area, so texts
+    of different areas are kept — and reviewed — apart)."""
+    return [CATALOG_DIR / f"{lang}.toml", *sorted(CATALOG_DIR.glob(f"{lang}.*.toml"))]
+
+
 @cache
 def catalog(lang: str) -> dict[str, str]:
-    """Every key of one language's catalog, flat: ``{"page.memory.title": "Memory", …}``."""
-    with open(CATALOG_DIR / f"{lang}.toml", "rb") as fh:
-        return _flatten(tomllib.load(fh))
+    """Every key of one language's catalog, flat: ``{"page.memory.title": "Memory", …}``; a key defined in two
+    files of one language is an error (which text wins would depend on file order)."""
+    merged: dict[str, str] = {}
+    for path in catalog_files(lang):
+        with open(path, "rb") as fh:
+            part = _flatten(tomllib.load(fh))
+        if clash := sorted(merged.keys() & part.keys()):
+            raise ValueError(f"{path.name}: keys already defined in another {lang} catalog file: {clash[:5]}")
+        merged.update(part)
+    return merged
 
 
 def t(key: str, /, **fmt: Any) -> str:
