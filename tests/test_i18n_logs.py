@@ -1,0 +1,113 @@
+"""中文 / English (#24) for the log diagnosis and the error-code catalogs: every log rule (both rules files) has a
+Chinese title (where it has one), explanation and fix with the same placeholders; every error-code row a Chinese
+meaning; ``diag logs`` speaks Chinese with DIAG_LANG=zh, and exactly as before in English."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+
+import pytest
+
+from diag.analyses.log_explain import explain, oom_advice
+from diag.i18n import catalog, set_language
+from tests.conftest import FIXTURES, ROOT, cli_json
+
+RULE_FILES = [ROOT / "diag" / "rules" / f for f in ("log_patterns.toml", "log_patterns_cuda.toml")]
+# a {field} and the «…» segments it sits in: the zh text must fill and drop the same ones as the English
+PLACEHOLDER = re.compile(r"\{(\w+)\}")
+GIB = 1024**3
+
+
+def _rules() -> list[dict]:
+    rules: list[dict] = []
+    for path in RULE_FILES:
+        with open(path, "rb") as fh:
+            rules += tomllib.load(fh)["rule"]
+    return rules
+
+
+def _categories() -> dict[str, dict]:
+    with open(RULE_FILES[0], "rb") as fh:
+        return tomllib.load(fh)["category"]
+
+
+def _segments(text: str) -> list[frozenset[str]]:
+    """The fields of each «…» segment, then those outside any, in order of appearance."""
+    optional = [frozenset(PLACEHOLDER.findall(s)) for s in re.findall(r"«([^«»]*)»", text)]
+    return [*optional, frozenset(PLACEHOLDER.findall(re.sub(r"«[^«»]*»", "", text)))]
+
+
+def test_every_log_rule_has_chinese_texts_with_the_same_placeholders():
+    zh = catalog("zh")
+    rules = _rules()
+    assert len(rules) >= 98  # both files read (73 + 25 when this was written)
+    missing = [f"{r['id']}.{part}" for r in rules for part in ("title", "explanation", "fix")
+               if r.get(part) and f"log_rule.{r['id']}.{part}" not in zh]  # fmt: skip
+    assert missing == []  # a rule listed here falls back to English: add its text to diag/i18n/zh.logs.toml
+    differ = [f"{r['id']}.{part}" for r in rules for part in ("title", "explanation", "fix")
+              if r.get(part) and sorted(_segments(r[part])) != sorted(_segments(zh[f"log_rule.{r['id']}.{part}"]))]  # fmt: skip
+    assert differ == []
+    stale = {k.split(".")[1] for k in zh if k.startswith("log_rule.")} - {r["id"] for r in rules}
+    assert stale == set()  # a text whose rule is gone
+    assert [c for c in _categories() if f"log_category.{c}.title" not in zh] == []
+
+
+def test_explain_in_chinese_fills_and_drops_the_same_fields():
+    record = ["Stream Synchronize failed, ErrCode=507035, desc=[vector core exception]"]
+    english = explain("device_aicore_exception", "device_exception", record, {}, "507035")
+    assert english.explanation.startswith("An AI Core / AI Vector kernel raised an exception on the device, code 507035.")
+    set_language("zh")
+    said = explain("device_aicore_exception", "device_exception", record, {}, "507035")
+    assert said.title == "设备异常（AI Core / AI Vector / AI CPU）"
+    assert said.explanation == (
+        "一个 AI Core / AI Vector kernel 在 Device 上发生异常，错误码 507035。可能的原因：内存越界访问、非法指令、"
+        "把 Host 上的 tensor 传给了 Device，或硬件超时——仅凭这条记录无法判断是哪一种。"
+    )
+    assert explain("code_oom", "oom", [], {}, None).explanation == "runtime 返回了内存分配失败。"  # «：{code}» dropped
+    assert explain("task_timeout_reason", "task_timeout", [], {}, "507046").title == "设备任务超时：507046"
+
+
+def test_oom_advice_in_both_languages():
+    figures = {"requested_bytes": 3 * GIB, "capacity_bytes": 64 * GIB, "allocated_bytes": 8 * GIB,
+               "reserved_bytes": 10 * GIB, "free_bytes": 1 * GIB}  # fmt: skip
+    english = oom_advice(figures)
+    assert english[:2] == [
+        "Requested 3.00 GiB with 1.00 GiB free of 64.00 GiB.",
+        "Reserved 10.00 GiB vs allocated 8.00 GiB: 2.00 GiB held by the caching allocator (20.0% of reserved): "
+        "most of it is in use by tensors.",
+    ]
+    set_language("zh")
+    assert oom_advice(figures)[:2] == [
+        "申请 3.00 GiB，当时空闲 1.00 GiB（设备总量 64.00 GiB）。",
+        "已预留（reserved）10.00 GiB，已分配（allocated）8.00 GiB：缓存分配器持有 2.00 GiB（占 reserved 的 20.0%）："
+        "其中大部分正被 tensor 使用。",
+    ]
+
+
+@pytest.fixture(scope="module")
+def two_ranks_db(tmp_path_factory):
+    """A device exception on rank 0 and its HCCL echo on rank 1 (plogs as CANN writes them)."""
+    db = tmp_path_factory.mktemp("logs") / "db.duckdb"
+    code, _ = cli_json("ingest", str(FIXTURES / "cann_log" / "two_ranks"), "--db", str(db))
+    assert code == 0
+    return db
+
+
+def test_diag_logs_in_chinese(two_ranks_db, monkeypatch):
+    monkeypatch.setenv("DIAG_LANG", "zh")
+    code, out = cli_json("logs", "--db", str(two_ranks_db))
+    first, echo = out["root_causes"][:2]
+    assert code == 0 and (first["category"], echo["category"]) == ("device_exception", "hccl_timeout")
+    assert first["title"] == "设备异常（AI Core / AI Vector / AI CPU）"
+    assert echo["explanation"] == (
+        "一个集合通信（AllReduce_1）等待远端 rank 的 notify 直到 HCCL_EXEC_TIMEOUT：远端 rank 0（EI0002）。"
+        "通常是症状：另一个 rank 更早失败或卡住了。"
+    )
+    assert echo["fix"].startswith("在其他 rank 上找最早的错误（它们的 plog）——那才是原因")
+    monkeypatch.setenv("DIAG_LANG", "en")
+    code, out = cli_json("logs", "--db", str(two_ranks_db))
+    assert out["root_causes"][1]["explanation"] == (
+        "A collective, AllReduce_1, waited until HCCL_EXEC_TIMEOUT for a notify from a remote rank: remote rank 0 "
+        "(EI0002). Usually a symptom: another rank failed or hung earlier."
+    )
