@@ -56,7 +56,9 @@ def test_every_log_rule_has_chinese_texts_with_the_same_placeholders():
 def test_explain_in_chinese_fills_and_drops_the_same_fields():
     record = ["Stream Synchronize failed, ErrCode=507035, desc=[vector core exception]"]
     english = explain("device_aicore_exception", "device_exception", record, {}, "507035")
-    assert english.explanation.startswith("An AI Core / AI Vector kernel raised an exception on the device, code 507035.")
+    assert english.explanation.startswith(
+        "An AI Core / AI Vector kernel raised an exception on the device, code 507035."
+    )
     set_language("zh")
     said = explain("device_aicore_exception", "device_exception", record, {}, "507035")
     assert said.title == "设备异常（AI Core / AI Vector / AI CPU）"
@@ -64,7 +66,9 @@ def test_explain_in_chinese_fills_and_drops_the_same_fields():
         "一个 AI Core / AI Vector kernel 在 Device 上发生异常，错误码 507035。可能的原因：内存越界访问、非法指令、"
         "把 Host 上的 tensor 传给了 Device，或硬件超时——仅凭这条记录无法判断是哪一种。"
     )
-    assert explain("code_oom", "oom", [], {}, None).explanation == "runtime 返回了内存分配失败。"  # «：{code}» dropped
+    assert (
+        explain("code_oom", "oom", [], {}, None).explanation == "runtime 返回了内存分配失败。"
+    )  # «：{code}» dropped
     assert explain("task_timeout_reason", "task_timeout", [], {}, "507046").title == "设备任务超时：507046"
 
 

@@ -118,7 +118,9 @@ def oom_advice(figures: dict[str, Any], platform: str = "ascend") -> list[str]:
         held, reserved = f.held, f.reserved or 0.0
         vs = t("log_advice.held", reserved=size(reserved), allocated=size(f.allocated), held=size(held))
         if fragmentation_likely(f):
-            out.append(t("log_advice.fragmentation", vs=vs, advice=platform_advice("oom_fragmentation", platform)))
+            out.append(
+                t("log_advice.fragmentation", vs=vs, advice=platform_advice("oom_fragmentation", platform))
+            )
         else:
             out.append(t("log_advice.in_use", vs=vs, share=f"{held / reserved:.1%}"))
     if outside_large(f):
