@@ -115,3 +115,65 @@ def test_diag_logs_in_chinese(two_ranks_db, monkeypatch):
         "A collective, AllReduce_1, waited until HCCL_EXEC_TIMEOUT for a notify from a remote rank: remote rank 0 "
         "(EI0002). Usually a symptom: another rank failed or hung earlier."
     )
+
+
+# -- error-code meanings ------------------------------------------------------------------------------------
+CODE_CATALOGS = {"cann": "error_codes.csv", "acl": "error_codes_acl.csv", "hccl": "error_codes_hccl.csv",
+                 "cuda": "error_codes_cuda.csv", "nccl": "error_codes_nccl.csv",
+                 "cublas": "error_codes_cublas.csv", "cudnn": "error_codes_cudnn.csv"}  # fmt: skip
+
+
+def _code_rows(name: str) -> list[dict]:
+    import csv
+
+    with open(ROOT / "diag" / "rules" / CODE_CATALOGS[name], encoding="utf-8") as fh:
+        return list(csv.DictReader(line for line in fh if not line.startswith("#")))
+
+
+def test_every_error_code_row_has_a_chinese_meaning():
+    zh = catalog("zh")
+    rows = {name: _code_rows(name) for name in CODE_CATALOGS}
+    assert sum(map(len, rows.values())) >= 465
+    missing = [f"{name}:{r['code']}" for name, rs in rows.items() for r in rs
+               if r["meaning"] and f"error_code.{name}.{r['code']}" not in zh]  # fmt: skip
+    assert (
+        missing == []
+    )  # a code listed here shows its English meaning: add it to diag/i18n/zh.error_codes.toml
+    keys = {f"error_code.{name}.{r['code']}" for name, rs in rows.items() for r in rs}
+    assert sorted(k for k in zh if k.startswith("error_code.") and k not in keys) == []  # no stale code
+
+
+def test_describe_code_follows_the_language():
+    from diag.analyses.error_codes import describe_code
+
+    english = {
+        c: describe_code(c)["meaning"] for c in ("507035", "507014", "HCCL:9", "CUDA:cudaErrorIllegalAddress")
+    }
+    assert english == {"507035": "Vector core exception", "507014": "aicore timeout", "HCCL:9": "timeout",
+                       "CUDA:cudaErrorIllegalAddress": "an illegal memory access was encountered"}  # fmt: skip
+    assert describe_code("EZ1234")["meaning"] == "error (from the code's spelling; not in diag's catalog)"
+    set_language("zh")
+    assert {c: describe_code(c)["meaning"] for c in english} == {
+        "507035": "Vector Core 执行异常", "507014": "AI Core 执行超时", "HCCL:9": "超时",
+        "CUDA:cudaErrorIllegalAddress": "遇到非法内存访问",
+    }  # fmt: skip
+    assert describe_code("EZ9999")["meaning"].startswith("内部错误；若伴有 'The error from device'")
+    assert describe_code("EZ1234")["meaning"] == "错误（由错误码的拼写推断；不在 diag 的错误码目录中）"
+    assert describe_code("EZ9234")["meaning"] == "内部错误（由错误码的拼写推断；不在 diag 的错误码目录中）"
+    set_language("en")
+    assert describe_code("507035")["meaning"] == "Vector core exception"  # the cached entry was not changed
+
+
+def test_logs_page_in_chinese(two_ranks_db, monkeypatch):
+    from tests.conftest import open_page
+
+    monkeypatch.setenv("DIAG_LANG", "zh")
+    at = open_page(monkeypatch, two_ranks_db, "app_pages/07_logs.py")
+    texts = [m.value for m in at.markdown]
+    assert (
+        "**修复方法:** 在其他 rank 上找最早的错误（它们的 plog）——那才是原因；只有某个 rank 确实合理地慢时才调大 HCCL_EXEC_TIMEOUT。"
+        in texts
+    )
+    assert any("设备异常（AI Core / AI Vector / AI CPU）" in x for x in texts)
+    captions = [c.value for c in at.caption]
+    assert any("Vector Core 执行异常" in c for c in captions), captions

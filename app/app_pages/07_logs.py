@@ -16,7 +16,7 @@ from app.text import md_code, md_text
 from diag.analyses import log_diagnosis as diagnosis
 from diag.analyses import log_episodes
 from diag.analyses.evidence_view import MISSING, RunClock, log_blocks
-from diag.i18n import t
+from diag.i18n import current_language, t
 
 SEVERITY = {
     "high": ":red-badge[high]",
@@ -40,7 +40,7 @@ RECORD_COLUMNS = {
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def _scopes(fp: str) -> list[dict]:
+def _scopes(fp: str, lang: str) -> list[dict]:  # lang: titles and meanings are in the session's language
     return diagnosis.log_scopes(data.store())
 
 
@@ -50,7 +50,7 @@ def _episodes(fp: str, run_id: int | None) -> list[log_episodes.Episode]:
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def _causes(fp: str, run_id: int | None, episode: int | None) -> list[diagnosis.RootCause]:
+def _causes(fp: str, run_id: int | None, episode: int | None, lang: str) -> list[diagnosis.RootCause]:
     return diagnosis.root_causes(data.store(), run_id, episode=episode)
 
 
@@ -85,7 +85,7 @@ def _ns(dt: datetime) -> int:
 
 st.title(t("page.logs.title"))
 fp = data.fingerprint()
-scopes = _scopes(fp)
+scopes = _scopes(fp, current_language())
 if not scopes:
     st.info(t("page.logs.empty"))
     st.stop()
@@ -107,7 +107,7 @@ if run_id is None:  # logs of no run: one incident episode at a time, never ever
             f"Episode ({len(eps)})", numbers, index=numbers.index(latest.episode), format_func=labels.get,
             key="logs_episode",
         )  # fmt: skip
-causes = _causes(fp, run_id, episode)
+causes = _causes(fp, run_id, episode, current_language())
 if not causes:
     st.success(t("page.logs.no_error"))
 st.caption(t("page.logs.ranked"))
