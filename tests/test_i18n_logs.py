@@ -104,6 +104,7 @@ def test_diag_logs_in_chinese(two_ranks_db, monkeypatch):
     first, echo = out["root_causes"][:2]
     assert code == 0 and (first["category"], echo["category"]) == ("device_exception", "hccl_timeout")
     assert first["title"] == "设备异常（AI Core / AI Vector / AI CPU）"
+    assert out["scope"].startswith("最近一次事故：episode #1 (2025-06-25 10:45:00.100200 – 11:15:36.300000; ")
     assert echo["explanation"] == (
         "一个集合通信（AllReduce_1）等待远端 rank 的 notify 直到 HCCL_EXEC_TIMEOUT：远端 rank 0（EI0002）。"
         "通常是症状：另一个 rank 更早失败或卡住了。"
@@ -175,5 +176,7 @@ def test_logs_page_in_chinese(two_ranks_db, monkeypatch):
         in texts
     )
     assert any("设备异常（AI Core / AI Vector / AI CPU）" in x for x in texts)
+    assert any(x.startswith("**#2**") and "很可能是 **#1** 的连带报错" in x and "2 条记录 · 首次出现 2025-06-25" in x
+               for x in texts), texts  # fmt: skip
     captions = [c.value for c in at.caption]
     assert any("Vector Core 执行异常" in c for c in captions), captions

@@ -113,11 +113,11 @@ if not causes:
 st.caption(t("page.logs.ranked"))
 for c in causes:
     with st.container(border=True):
-        echo = f" · likely an echo of **#{c.echo_of}**" if c.echo_of else ""
+        echo = t("page.logs.cause_echo", rank=c.echo_of) if c.echo_of else ""
         ranks = f" · rank {', '.join(map(str, c.ranks))}" if c.ranks else ""
         st.markdown(
             f"**#{c.rank}** {SEVERITY.get(c.severity, c.severity)} **{md_text(c.title)}** · {md_text(c.role)}{echo}{ranks} · "
-            f"{c.count} record(s) · first {_time(c.first_ns)}"
+            + t("page.logs.cause_count", n=c.count, first=_time(c.first_ns))
         )
         st.markdown(md_text(c.explanation))
         st.markdown(f"**{t('page.logs.fix')}:** {md_text(c.fix)}")
@@ -125,7 +125,7 @@ for c in causes:
             st.caption(" · ".join(f"{md_code(k['code'])} {md_text(k.get('meaning', ''))}" for k in c.codes))
         blocks = log_blocks([asdict(e) for e in c.evidence])
         if blocks:
-            with st.expander("evidence"):
+            with st.expander(t("page.logs.cause_evidence")):
                 evidence.show(blocks, RunClock(), key=f"logs_cause_{c.rank}")
 
 st.subheader(t("page.logs.records"))
