@@ -148,3 +148,18 @@ def test_serving_verdict_texts_in_both_languages():
         "最大并发不同：8 对比 不限 / 未说明",
     ]
     assert catalog("zh")["serving.level"].format(gap="5") == "A 与 B 在每个主要指标上的差距都在 ±5% 以内"
+
+
+def test_postmortem_page_follows_the_language_switch(sample_db, monkeypatch):
+    """The page's cached postmortem is per language: switching to 中文 rebuilds its statements in Chinese."""
+    from tests.conftest import open_page
+
+    at = open_page(monkeypatch, sample_db, "app_pages/09_postmortem.py")
+
+    def shown() -> str:
+        return "\n".join(str(m.value) for m in [*at.markdown, *at.caption, *at.title, *at.subheader])
+
+    assert "Profiled 4 step(s) (profiler_step)" in shown().replace("\\", "")
+    at.sidebar.radio(key="lang").set_value("zh").run()
+    assert not at.exception, at.exception
+    assert "采集了 4 个迭代（profiler_step）" in shown().replace("\\", "")
