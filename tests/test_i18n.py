@@ -58,7 +58,7 @@ def sample_db(tmp_path_factory) -> Path:
 
 # zh-only keys: their English is the data file they translate (rules/log_patterns*.toml, rules/error_codes*.csv);
 # tests/test_i18n_logs.py checks them against those files
-ENGLISH_IN_DATA_FILES = ("log_rule.", "log_category.", "error_code.")
+ENGLISH_IN_DATA_FILES = ("log_rule.", "log_category.", "error_code.", "error_fix.")
 
 
 def test_both_catalogs_hold_the_same_keys_and_no_empty_text():

@@ -142,6 +142,12 @@ def test_every_error_code_row_has_a_chinese_meaning():
     )  # a code listed here shows its English meaning: add it to diag/i18n/zh.error_codes.toml
     keys = {f"error_code.{name}.{r['code']}" for name, rs in rows.items() for r in rs}
     assert sorted(k for k in zh if k.startswith("error_code.") and k not in keys) == []  # no stale code
+    fixes = {r["typical_fix"] for rs in rows.values() for r in rs if r["typical_fix"]}
+    assert len(fixes) >= 149 and sorted(f for f in fixes if f"error_fix.{f}" not in zh) == []
+    assert (
+        sorted(k for k in zh if k.startswith("error_fix.") and k.removeprefix("error_fix.") not in fixes)
+        == []
+    )
 
 
 def test_describe_code_follows_the_language():
@@ -159,6 +165,11 @@ def test_describe_code_follows_the_language():
         "CUDA:cudaErrorIllegalAddress": "遇到非法内存访问",
     }  # fmt: skip
     assert describe_code("EZ9999")["meaning"].startswith("内部错误；若伴有 'The error from device'")
+    assert describe_code("507011")["typical_fix"] == "阅读其前的记录，找出失败的调用"  # shared by 159 codes
+    assert (
+        describe_code("EZ1234")["typical_fix"]
+        == "阅读其前后的记录；在 CANN / torch_npu 错误码列表中查找该错误码"
+    )
     assert describe_code("EZ1234")["meaning"] == "错误（由错误码的拼写推断；不在 diag 的错误码目录中）"
     assert describe_code("EZ9234")["meaning"] == "内部错误（由错误码的拼写推断；不在 diag 的错误码目录中）"
     set_language("en")

@@ -79,13 +79,18 @@ def translated_meaning(code: str, english: str) -> str:
 
 
 def describe_code(code: str) -> dict[str, str]:
-    """The catalog's entry for ``code`` (its meaning in the current language); for a code it lacks (other CANN
+    """The catalog's entry for ``code`` (its meaning and typical fix in the current language: the fix's Chinese is
+    keyed by its English, ``error_fix.<English>``, as many codes share one); for a code it lacks (other CANN
     versions print others), what its spelling says: the component of a CANN code, the sub-module and kind of a
     torch_npu ERRssccc."""
     known = error_codes().get(code)
     if known:
-        meaning = translated_meaning(code, known.get("meaning", ""))
-        return known if meaning == known.get("meaning", "") else {**known, "meaning": meaning}
+        if current_language() == "en":
+            return known
+        fix = known.get("typical_fix", "")
+        texts = catalog(current_language())
+        return {**known, "meaning": translated_meaning(code, known.get("meaning", "")),
+                "typical_fix": texts.get(f"error_fix.{fix}", fix) if fix else fix}  # fmt: skip
     parts = _code_parts()
     entry = {"code": code, "component": "", "meaning": "", "typical_fix": ""}
     if m := _CANN_CODE.match(code):
