@@ -4,6 +4,7 @@ meaning; ``diag logs`` speaks Chinese with DIAG_LANG=zh, and exactly as before i
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 
@@ -11,7 +12,7 @@ import pytest
 
 from diag.analyses.log_explain import explain, oom_advice
 from diag.i18n import catalog, set_language
-from tests.conftest import FIXTURES, ROOT, cli_json
+from tests.conftest import FIXTURES, ROOT, ingest_into
 
 RULE_FILES = [ROOT / "diag" / "rules" / f for f in ("log_patterns.toml", "log_patterns_cuda.toml")]
 # a {field} and the «…» segments it sits in: the zh text must fill and drop the same ones as the English
@@ -92,17 +93,29 @@ def test_oom_advice_in_both_languages():
 @pytest.fixture(scope="module")
 def two_ranks_db(tmp_path_factory):
     """A device exception on rank 0 and its HCCL echo on rank 1 (plogs as CANN writes them)."""
+    from diag.store import Store
+
     db = tmp_path_factory.mktemp("logs") / "db.duckdb"
-    code, _ = cli_json("ingest", str(FIXTURES / "cann_log" / "two_ranks"), "--db", str(db))
-    assert code == 0
+    with Store(db) as store:
+        assert [f.status for f in ingest_into(store, [FIXTURES / "cann_log" / "two_ranks"]).files] == [
+            "ok",
+            "ok",
+        ]
     return db
 
 
-def test_diag_logs_in_chinese(two_ranks_db, monkeypatch):
+def _logs_json(capsys, db) -> dict:  # noqa: ANN001 - `diag logs --json`, in-process (as the CLI runs it)
+    from diag.cli import main
+
+    assert main(["logs", "--db", str(db), "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_diag_logs_in_chinese(two_ranks_db, monkeypatch, capsys):
     monkeypatch.setenv("DIAG_LANG", "zh")
-    code, out = cli_json("logs", "--db", str(two_ranks_db))
+    out = _logs_json(capsys, two_ranks_db)
     first, echo = out["root_causes"][:2]
-    assert code == 0 and (first["category"], echo["category"]) == ("device_exception", "hccl_timeout")
+    assert (first["category"], echo["category"]) == ("device_exception", "hccl_timeout")
     assert first["title"] == "设备异常（AI Core / AI Vector / AI CPU）"
     assert out["scope"].startswith("最近一次事故：episode #1 (2025-06-25 10:45:00.100200 – 11:15:36.300000; ")
     assert echo["explanation"] == (
@@ -111,7 +124,7 @@ def test_diag_logs_in_chinese(two_ranks_db, monkeypatch):
     )
     assert echo["fix"].startswith("在其他 rank 上找最早的错误（它们的 plog）——那才是原因")
     monkeypatch.setenv("DIAG_LANG", "en")
-    code, out = cli_json("logs", "--db", str(two_ranks_db))
+    out = _logs_json(capsys, two_ranks_db)
     assert out["root_causes"][1]["explanation"] == (
         "A collective, AllReduce_1, waited until HCCL_EXEC_TIMEOUT for a notify from a remote rank: remote rank 0 "
         "(EI0002). Usually a symptom: another rank failed or hung earlier."

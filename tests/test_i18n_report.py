@@ -13,7 +13,7 @@ from diag.analyses import serving
 from diag.analyses.postmortem_memory import oom_statement, peak_statement
 from diag.analyses.postmortem_serving import check_text
 from diag.i18n import CATALOG_DIR, catalog, set_language
-from tests.conftest import ingest_into, run_cli
+from tests.conftest import ingest_into
 from tests.test_i18n import CJK, H100, english_sentences
 
 FIELDS = re.compile(r"\{(\w+)")
@@ -80,12 +80,12 @@ def test_the_postmortem_in_chinese_outside_its_data_values(sample_db):
     assert english_sentences(texts) == []
 
 
-def test_diag_report_lang_zh_md(sample_db):
-    proc = run_cli("report", "--db", str(sample_db), "--run", "1", "--lang", "zh", "--format", "md")
-    lines = proc.stdout.splitlines()
-    assert (
-        proc.returncode == 0 and lines[2] == "范围：运行 1（h100\\_decode\\_tp1\\.pt\\.trace\\.json，cuda）"
-    )
+def test_diag_report_lang_zh_md(sample_db, capsys):
+    from diag.cli import main
+
+    code = main(["report", "--db", str(sample_db), "--run", "1", "--lang", "zh", "--format", "md"])
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 0 and lines[2] == "范围：运行 1（h100\\_decode\\_tp1\\.pt\\.trace\\.json，cuda）"
     assert "- 0 个失败的迭代（共采集 4 个迭代）" in lines
 
 
