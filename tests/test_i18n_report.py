@@ -163,3 +163,36 @@ def test_postmortem_page_follows_the_language_switch(sample_db, monkeypatch):
     at.sidebar.radio(key="lang").set_value("zh").run()
     assert not at.exception, at.exception
     assert "采集了 4 个迭代（profiler_step）" in shown().replace("\\", "")
+
+
+def test_job_postmortem_in_chinese(tmp_path):
+    """The TP=2 incident of tests/test_postmortem.py (rank 1's AI CPU exception, rank 0's HCCL timeout after it),
+    its timeline and impact written in Chinese; figures and names as in English."""
+    from diag.analyses.postmortem import build_postmortem
+    from tests.test_postmortem import _incident_job, _job_store
+
+    store = _job_store(tmp_path, _incident_job(tmp_path))
+    set_language("zh")
+    pm = build_postmortem(store, job_id=1)
+    store.close()
+    texts = [s.text for s in pm.what_happened]
+    assert pm.scope == "作业 1（tp2_incident，2 个运行，rank 0, 1）"
+    assert texts[0].startswith(
+        "2025-01-15 09:33:20.983578 —— 作业 tp2_incident 的采集：2 个 rank，trace 时钟（UTC）"
+    )
+    assert "日志时间按 UTC+08:00 解读" in texts[0]
+    assert (
+        "17:33:21.000087 —— rank 1 的采集在迭代 14 中途结束：该 rank 的数据中没有迭代 14，而 rank [0] 有"
+        in texts[1]
+    )
+    assert "17:33:21.000100 —— rank 1 上的首个错误：设备异常" in texts[2]
+    assert "17:35:21.003044 —— rank 0 上的连带报错，首个错误之后 120.003 s：HCCL 通信失败或超时" in texts[3]
+    assert texts[4].endswith("结束：最后一条被标记的日志记录；2 个 rank 中有 2 个记录了错误")
+    assert pm.impact[0].text == "1 个失败的迭代——rank 1：迭代 14"
+    assert (
+        "各 rank 在全部 rank 都完成的 3 个迭代（迭代 11–13）上的迭代耗时：最慢 rank 0 3.766 ms，最快 rank 1 3.753 ms"
+        "（+0.013 ms，0.34%）" in [s.text for s in pm.impact]
+    )
+    assert any(
+        s.text == "各 rank 的 cann_version 不同 —— rank 0: 8.0.RC3; rank 1: 8.0.RC2" for s in pm.contributing
+    )
