@@ -282,11 +282,8 @@ def log_scope(
     causes = root_causes(store, run_id, job_id=job_id, episode=chosen.episode if chosen else None)
     if chosen is None:
         return LogScope(causes, eps, None, t("log_scope.every", n=len(eps)), "")
-    label = (
-        ""
-        if episode is not None
-        else t("log_scope.latest_incident" if chosen.incident else "log_scope.latest")
-    )
+    latest = "log_scope.latest_incident" if chosen.incident else "log_scope.latest"
+    label = "" if episode is not None else t(latest)
     return LogScope(causes, eps, chosen, label + describe(chosen, cause=False), others_text(eps, chosen))
 
 
