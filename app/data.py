@@ -26,6 +26,7 @@ from diag.analyses import postmortem as postmortem_analysis
 from diag.analyses import serving as serving_analysis
 from diag.analyses import timeline as tl_analysis
 from diag.analyses.runs import list_runs
+from diag.i18n import current_language
 from diag.ingest import FileOutcome
 from diag.store import Store
 from diag.uploads import (
@@ -179,11 +180,18 @@ def comparable_runs(fp: str) -> list[int]:
     return kernel_summary.comparable_runs(store())
 
 
-@st.cache_data(show_spinner="Building the postmortem…", max_entries=16)
 def postmortem(
     fp: str, run_id: int | None, baseline: int | None, job_id: int | None = None
 ) -> postmortem_analysis.Postmortem:
-    """The postmortem of a run, a job or every log (its saved notes are read by ``notes``, not cached)."""
+    """The postmortem of a run, a job or every log (its saved notes are read by ``notes``, not cached), in the
+    session's language (its statements are text: cached per language)."""
+    return _postmortem(fp, run_id, baseline, job_id, current_language())
+
+
+@st.cache_data(show_spinner="Building the postmortem…", max_entries=16)
+def _postmortem(
+    fp: str, run_id: int | None, baseline: int | None, job_id: int | None, lang: str
+) -> postmortem_analysis.Postmortem:
     return postmortem_analysis.build_postmortem(store(), run_id, baseline, job_id=job_id)
 
 
@@ -255,9 +263,10 @@ def delete_run(run_id: int) -> None:
 
 
 def _serving_rules_stamp() -> str:
-    """Part of the cache key of serving results: editing the thresholds file changes the verdicts."""
+    """Part of the cache key of serving results: editing the thresholds file changes the verdicts; the language
+    their texts (details, warnings, headline) are in."""
     path = serving_analysis.thresholds_path()
-    return f"{path}:{path.stat().st_mtime_ns}" if path.exists() else str(path)
+    return (f"{path}:{path.stat().st_mtime_ns}" if path.exists() else str(path)) + f":{current_language()}"
 
 
 @st.cache_data(show_spinner=False, max_entries=32)

@@ -16,7 +16,7 @@ from app.text import md_code, md_text
 from diag.analyses import log_diagnosis as diagnosis
 from diag.analyses import log_episodes
 from diag.analyses.evidence_view import MISSING, RunClock, log_blocks
-from diag.i18n import t
+from diag.i18n import current_language, t
 
 SEVERITY = {
     "high": ":red-badge[high]",
@@ -40,7 +40,7 @@ RECORD_COLUMNS = {
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def _scopes(fp: str) -> list[dict]:
+def _scopes(fp: str, lang: str) -> list[dict]:  # lang: titles and meanings are in the session's language
     return diagnosis.log_scopes(data.store())
 
 
@@ -50,7 +50,7 @@ def _episodes(fp: str, run_id: int | None) -> list[log_episodes.Episode]:
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def _causes(fp: str, run_id: int | None, episode: int | None) -> list[diagnosis.RootCause]:
+def _causes(fp: str, run_id: int | None, episode: int | None, lang: str) -> list[diagnosis.RootCause]:
     return diagnosis.root_causes(data.store(), run_id, episode=episode)
 
 
@@ -85,7 +85,7 @@ def _ns(dt: datetime) -> int:
 
 st.title(t("page.logs.title"))
 fp = data.fingerprint()
-scopes = _scopes(fp)
+scopes = _scopes(fp, current_language())
 if not scopes:
     st.info(t("page.logs.empty"))
     st.stop()
@@ -107,17 +107,17 @@ if run_id is None:  # logs of no run: one incident episode at a time, never ever
             f"Episode ({len(eps)})", numbers, index=numbers.index(latest.episode), format_func=labels.get,
             key="logs_episode",
         )  # fmt: skip
-causes = _causes(fp, run_id, episode)
+causes = _causes(fp, run_id, episode, current_language())
 if not causes:
     st.success(t("page.logs.no_error"))
 st.caption(t("page.logs.ranked"))
 for c in causes:
     with st.container(border=True):
-        echo = f" · likely an echo of **#{c.echo_of}**" if c.echo_of else ""
+        echo = t("page.logs.cause_echo", rank=c.echo_of) if c.echo_of else ""
         ranks = f" · rank {', '.join(map(str, c.ranks))}" if c.ranks else ""
         st.markdown(
             f"**#{c.rank}** {SEVERITY.get(c.severity, c.severity)} **{md_text(c.title)}** · {md_text(c.role)}{echo}{ranks} · "
-            f"{c.count} record(s) · first {_time(c.first_ns)}"
+            + t("page.logs.cause_count", n=c.count, first=_time(c.first_ns))
         )
         st.markdown(md_text(c.explanation))
         st.markdown(f"**{t('page.logs.fix')}:** {md_text(c.fix)}")
@@ -125,7 +125,7 @@ for c in causes:
             st.caption(" · ".join(f"{md_code(k['code'])} {md_text(k.get('meaning', ''))}" for k in c.codes))
         blocks = log_blocks([asdict(e) for e in c.evidence])
         if blocks:
-            with st.expander("evidence"):
+            with st.expander(t("page.logs.cause_evidence")):
                 evidence.show(blocks, RunClock(), key=f"logs_cause_{c.rank}")
 
 st.subheader(t("page.logs.records"))

@@ -11,6 +11,8 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
+from diag.i18n import catalog, current_language, t
+
 RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
 ERROR_CODES = RULES_DIR / "error_codes.csv"
 ERROR_CODE_PARTS = RULES_DIR / "error_code_parts.csv"
@@ -53,28 +55,56 @@ _PTA_CODE = re.compile(r"^ERR(\d\d)(\d{3})$")
 _RETURN_CODE = re.compile(r"^\d{6}$")
 
 
+@lru_cache(maxsize=1)
+def _hand_written_codes() -> frozenset[str]:
+    return frozenset(_read(ERROR_CODES))
+
+
+_CATALOG_PREFIX = {"HCCL": "hccl", "CUDA": "cuda", "NCCL": "nccl", "CUBLAS": "cublas", "CUDNN": "cudnn"}
+
+
+def catalog_of(code: str) -> str:
+    """The catalog whose words a code's meaning is (the i18n key ``error_code.<catalog>.<code>``): the
+    hand-written one (``cann``) wins, as in ``error_codes``; else its ``HCCL:`` / ``CUDA:`` … prefix, else ACL."""
+    if code in _hand_written_codes():
+        return "cann"
+    return _CATALOG_PREFIX.get(code.split(":", 1)[0], "acl") if ":" in code else "acl"
+
+
+def translated_meaning(code: str, english: str) -> str:
+    """The meaning in the current language (``diag/i18n/zh.error_codes.toml``), else the catalog's English."""
+    if not english or current_language() == "en":
+        return english
+    return catalog(current_language()).get(f"error_code.{catalog_of(code)}.{code}") or english
+
+
 def describe_code(code: str) -> dict[str, str]:
-    """The catalog's entry for ``code``; for a code it lacks (other CANN versions print others), what its
-    spelling says: the component of a CANN code, the sub-module and kind of a torch_npu ERRssccc."""
+    """The catalog's entry for ``code`` (its meaning and typical fix in the current language: the fix's Chinese is
+    keyed by its English, ``error_fix.<English>``, as many codes share one); for a code it lacks (other CANN
+    versions print others), what its spelling says: the component of a CANN code, the sub-module and kind of a
+    torch_npu ERRssccc."""
     known = error_codes().get(code)
     if known:
-        return known
+        if current_language() == "en":
+            return known
+        fix = known.get("typical_fix", "")
+        texts = catalog(current_language())
+        return {**known, "meaning": translated_meaning(code, known.get("meaning", "")),
+                "typical_fix": texts.get(f"error_fix.{fix}", fix) if fix else fix}  # fmt: skip
     parts = _code_parts()
     entry = {"code": code, "component": "", "meaning": "", "typical_fix": ""}
     if m := _CANN_CODE.match(code):
         entry["component"] = parts.get(("cann_class", m.group(1)), "")
-        level = {"E": "error", "W": "warning", "I": "hint"}[code[0]]
-        entry["meaning"] = f"inner {level}" if m.group(2) == "9" else level
+        level = t(f"error_code_spelling.{code[0]}")
+        entry["meaning"] = t("error_code_spelling.inner", level=level) if m.group(2) == "9" else level
     elif m := _PTA_CODE.match(code):
         entry["component"] = parts.get(("pta_module", m.group(1)), "torch_npu")
         entry["meaning"] = parts.get(("pta_kind", m.group(2)), "")
     elif _RETURN_CODE.match(code):
         entry["component"] = "runtime / ACL return code"
     if entry["component"] or entry["meaning"]:
-        entry["meaning"] = (
-            f"{entry['meaning'] or 'unknown'} (from the code's spelling; not in diag's catalog)"
+        entry["meaning"] = t(
+            "error_code_spelling.meaning", meaning=entry["meaning"] or t("error_code_spelling.unknown")
         )
-        entry["typical_fix"] = (
-            "Read the records around it; look the code up in the CANN / torch_npu error-code lists"
-        )
+        entry["typical_fix"] = t("error_code_spelling.fix")
     return entry

@@ -55,6 +55,7 @@ from diag.analyses.log_queries import (  # noqa: F401  (re-exported: the pages' 
     split_ref,
 )
 from diag.analyses.log_rule_files import merged_rule_data
+from diag.i18n import t
 from diag.store import Store
 
 RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
@@ -273,15 +274,16 @@ def log_scope(
     if episode is not None:
         chosen = next((e for e in eps if e.episode == episode), None)
         if chosen is None:
-            raise ValueError(f"no episode {episode} (there are {len(eps)})")
+            raise ValueError(t("log_scope.no_episode", episode=episode, n=len(eps)))
     elif run_id is None and job_id is None and not every_episode:
         chosen = latest_incident(eps)
     else:
         chosen = None
     causes = root_causes(store, run_id, job_id=job_id, episode=chosen.episode if chosen else None)
     if chosen is None:
-        return LogScope(causes, eps, None, f"every episode ({len(eps)})", "")
-    label = "" if episode is not None else ("latest incident " if chosen.incident else "latest log ")
+        return LogScope(causes, eps, None, t("log_scope.every", n=len(eps)), "")
+    latest = "log_scope.latest_incident" if chosen.incident else "log_scope.latest"
+    label = "" if episode is not None else t(latest)
     return LogScope(causes, eps, chosen, label + describe(chosen, cause=False), others_text(eps, chosen))
 
 

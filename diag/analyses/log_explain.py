@@ -19,6 +19,7 @@ from typing import Any
 
 from diag.analyses.advice import advice as platform_advice
 from diag.analyses.memory_verdicts import OomFigures, fragmentation_likely, outside_large, size
+from diag.i18n import catalog, current_language, t
 from diag.store import RULES_DIR
 
 FIELDS = RULES_DIR / "log_fields.toml"
@@ -79,12 +80,26 @@ def explain(
     fields = read_fields(texts, {"code": code or ""})
     if "runtime_code" in fields and fields["runtime_code"] == fields.get("code"):  # say it once
         fields.pop("runtime_code", None)
-    title = render(rule.get("title") or rules["category"].get(category, {}).get("title", category), fields)
+    if rule.get("title"):
+        title = translated(f"log_rule.{rule_id}.title", rule["title"])
+    else:
+        english = rules["category"].get(category, {}).get("title", category)
+        title = translated(f"log_category.{category}.title", english)
     advice = oom_advice(figures, rule.get("platform", "ascend")) if category == "oom" else []
-    fix = render(rule.get("fix", ""), fields)
+    fix = render(translated(f"log_rule.{rule_id}.fix", rule.get("fix", "")), fields)
     if advice:
         fix = " ".join([*advice, fix]) if fix else " ".join(advice)
-    return Said(title, render(rule.get("explanation", ""), fields), fix, advice)
+    explanation = render(translated(f"log_rule.{rule_id}.explanation", rule.get("explanation", "")), fields)
+    return Said(render(title, fields), explanation, fix, advice)
+
+
+def translated(key: str, english: str) -> str:
+    """A rule text in the current language: the English of the rules file, or the catalog's text of ``key``
+    (``diag/i18n/zh.logs.toml``, keyed by rule id, so the rules file stays one language and its editors' own);
+    a rule without one falls back to its English."""
+    if english and current_language() != "en":
+        return catalog(current_language()).get(key) or english
+    return english
 
 
 def oom_advice(figures: dict[str, Any], platform: str = "ascend") -> list[str]:
@@ -95,22 +110,22 @@ def oom_advice(figures: dict[str, Any], platform: str = "ascend") -> list[str]:
     f = OomFigures.of(figures)
     out: list[str] = []
     if f.requested is not None:
-        part = f"requested {size(f.requested)}"
-        part += f" with {size(f.free)} free" if f.free is not None else ""
-        part += f" of {size(f.capacity)}" if f.capacity is not None else ""
-        out.append(part[0].upper() + part[1:] + ".")
+        part = t("log_advice.requested", requested=size(f.requested))
+        part += t("log_advice.free", free=size(f.free)) if f.free is not None else ""
+        part += t("log_advice.capacity", capacity=size(f.capacity)) if f.capacity is not None else ""
+        out.append(part[0].upper() + part[1:] + t("log_advice.end"))
     if f.held is not None:
         held, reserved = f.held, f.reserved or 0.0
-        vs = f"Reserved {size(reserved)} vs allocated {size(f.allocated)}: {size(held)} held by the caching allocator"
+        vs = t("log_advice.held", reserved=size(reserved), allocated=size(f.allocated), held=size(held))
         if fragmentation_likely(f):
-            out.append(f"{vs} — {platform_advice('oom_fragmentation', platform)}")
+            out.append(
+                t("log_advice.fragmentation", vs=vs, advice=platform_advice("oom_fragmentation", platform))
+            )
         else:
-            out.append(f"{vs} ({held / reserved:.1%} of reserved): most of it is in use by tensors.")
+            out.append(t("log_advice.in_use", vs=vs, share=f"{held / reserved:.1%}"))
     if outside_large(f):
-        out.append(
-            f"{size(f.outside)} of the {size(f.capacity)} device is neither free nor reserved by this process's "
-            f"allocator: another process or a non-PyTorch allocation holds it {platform_advice('oom_outside', platform)}"
-        )
+        advice = platform_advice("oom_outside", platform)
+        out.append(t("log_advice.outside", outside=size(f.outside), capacity=size(f.capacity), advice=advice))
     return out
 
 

@@ -23,6 +23,7 @@ from diag.analyses.postmortem_serving import serving_story
 from diag.analyses.postmortem_steps import FailedStep, StepReport, rank_table, step_report
 from diag.analyses.runs import list_runs
 from diag.grouping import rank_or_run
+from diag.i18n import t
 from diag.store import Store
 
 MAX_EVIDENCE_LINES = 5  # log lines shown per statement
@@ -40,7 +41,7 @@ CONTRIBUTING = (
 
 def _ts(ns: int | None) -> str:
     if ns is None:
-        return "time unknown"
+        return t("pm.time_unknown")
     return datetime.fromtimestamp(ns / 1e9, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
@@ -52,11 +53,18 @@ def _log_lines(rc: RootCause, n: int = MAX_EVIDENCE_LINES) -> list[dict[str, Any
 
 
 def _cause_statement(rc: RootCause) -> Statement:
-    where = f" on rank(s) {', '.join(map(str, rc.ranks))}" if rc.ranks else ""
+    where = t("pm.on_ranks", ranks=", ".join(map(str, rc.ranks))) if rc.ranks else ""
     codes = ", ".join(c.get("code", "") for c in rc.codes if c.get("code"))
     return Statement(
-        f"{rc.title}{where}: {rc.count} log record(s) from {_ts(rc.first_ns)} to {_ts(rc.last_ns)}"
-        + (f" (codes {codes})" if codes else ""),
+        t(
+            "pm.cause",
+            title=rc.title,
+            where=where,
+            count=rc.count,
+            first=_ts(rc.first_ns),
+            last=_ts(rc.last_ns),
+        )
+        + (t("pm.codes", codes=codes) if codes else ""),
         {
             "log_lines": _log_lines(rc),
             "time_range_ns": [rc.first_ns, rc.last_ns],
@@ -90,11 +98,17 @@ def failed_step_statements(failed: list[FailedStep], rep: StepReport, run_ids: l
     }
     profiled = {rank_or_run(r.rank, r.run_id): len(r.durations) for r in ranks}
     n = sum(len(v) for v in per_rank.values())
-    where = "; ".join(f"{k}: step(s) {', '.join(map(str, v))}" for k, v in per_rank.items() if v)
+    where = "; ".join(
+        t("pm.rank_steps", rank=k, steps=", ".join(map(str, v))) for k, v in per_rank.items() if v
+    )
     out = [
         Statement(
-            f"{n} failed step(s)"
-            + (f" — {where}" if where else f" in {sum(profiled.values())} profiled step(s)"),
+            t("pm.failed_steps", n=n)
+            + (
+                t("pm.failed_where", where=where)
+                if where
+                else t("pm.failed_in", profiled=sum(profiled.values()))
+            ),
             {
                 "figures": {
                     "failed_steps": n,
@@ -121,7 +135,13 @@ def failed_step_statements(failed: list[FailedStep], rep: StepReport, run_ids: l
             evidence["log_lines"] = lines
         out.append(
             Statement(
-                f"Failed step {f.step} on {rank_or_run(f.rank, f.run_id)} ({', '.join(f.reasons)}): {f.detail}",
+                t(
+                    "pm.failed_step",
+                    step=f.step,
+                    rank=rank_or_run(f.rank, f.run_id),
+                    reasons=", ".join(f.reasons),
+                    detail=f.detail,
+                ),  # fmt: skip
                 evidence,
             )
         )
@@ -187,7 +207,11 @@ def _build_run(
     if run_id is not None and not runs:
         raise ValueError(f"no run {run_id}")
     run = runs[0] if runs else None
-    scope = f"run {run_id} ({run['name']}, {run['platform']})" if run else "every log in the store"
+    scope = (
+        t("pm.scope_run", run_id=run_id, name=run["name"], platform=run["platform"])
+        if run
+        else t("pm.scope_store")
+    )
     pm = Postmortem(run_id, baseline_run_id, scope, "", "")
 
     # -- logs: the incident timeline and the log root cause ------------------------------------------------
@@ -198,20 +222,22 @@ def _build_run(
     serious = [c for c in causes if c.severity in ("high", "medium")]
     ordered = sorted(serious, key=lambda c: (c.first_ns is None, c.first_ns or 0, c.rank))
     for i, rc in enumerate(ordered):
-        label = "First error" if i == 0 else ("Cascade" if rc.echo_of or rc.role != "cause" else "Then")
+        label = (
+            t("pm.first_error")
+            if i == 0
+            else t("pm.cascade" if rc.echo_of or rc.role != "cause" else "pm.then")
+        )
         st = _cause_statement(rc)
-        st.text = f"{_ts(rc.first_ns)} — {label}: {st.text}"
+        st.text = t("pm.timeline", time=_ts(rc.first_ns), label=label, text=st.text)
         pm.what_happened.append(st)
     if ordered:
         last = max((c.last_ns for c in ordered if c.last_ns is not None), default=None)
         if last is not None:
-            pm.what_happened.append(
-                Statement(f"{_ts(last)} — End: the last flagged log record", {"time_range_ns": [last, last]})
-            )
+            pm.what_happened.append(Statement(t("pm.end", time=_ts(last)), {"time_range_ns": [last, last]}))
         pm.impact.append(log_count_statement(serious))
     if logs.others:
         pm.what_happened.append(
-            Statement(f"Not covered here: {logs.others}", {"figures": {"episodes": len(logs.episodes)}})
+            Statement(t("pm.not_covered", others=logs.others), {"figures": {"episodes": len(logs.episodes)}})
         )
 
     # -- device data: the performance story ------------------------------------------------------------------
@@ -233,15 +259,15 @@ def _build_run(
 def log_count_statement(serious: list[RootCause]) -> Statement:
     ranks = sorted({r for c in serious for r in c.ranks})
     return Statement(
-        f"{sum(c.count for c in serious)} error/warning record(s) in {len(serious)} root-cause group(s)"
-        + (f" on rank(s) {', '.join(map(str, ranks))}" if ranks else ""),
+        t("pm.log_count", records=sum(c.count for c in serious), groups=len(serious))
+        + (t("pm.on_ranks", ranks=", ".join(map(str, ranks))) if ranks else ""),
         {"figures": {"records": sum(c.count for c in serious), "groups": len(serious), "ranks": ranks}},
     )
 
 
 def lost_statement(f: Finding) -> Statement:
     st = _finding_statement(f)
-    st.text = f"Device time lost — {f.title}: {f.impact_ns / 1e6:,.3f} ms ({f.impact_pct:.1f}%)"
+    st.text = t("pm.lost", title=f.title, ms=f"{f.impact_ns / 1e6:,.3f}", pct=f"{f.impact_pct:.1f}")
     return st
 
 
@@ -279,7 +305,7 @@ def conclude(
             pm.actions.append(
                 _action(
                     lead.fix,
-                    f"log rule {', '.join(lead.rule_ids)}",
+                    t("pm.from_log_rule", rules=", ".join(lead.rule_ids)),
                     owners.for_log(lead.category, lead.codes),
                 )
             )
@@ -299,16 +325,18 @@ def conclude(
         pm.root_cause = {
             "source": "baseline",
             "category": f"op_class:{c['op_class']}",
-            "title": f"Op class {c['op_class']} is slower than on the baseline",
+            "title": t("pm.baseline_title", op_class=c["op_class"]),
             "severity": "medium",
             "explanation": "",
-            "statement": asdict(Statement(f"{c['delta_per_step_ms']:.3f} ms lost per step", {"figures": c})),
+            "statement": asdict(
+                Statement(t("pm.baseline_lost", ms=f"{c['delta_per_step_ms']:.3f}"), {"figures": c})
+            ),
             **owners.resolve("finding", f"op_class:{c['op_class']}").fields(),
         }
     for rc in serious:
         if rc is not lead:
             st = _cause_statement(rc)
-            st.text = f"Also in the logs — {(cause_text or {}).get(id(rc), st.text)}"
+            st.text = t("pm.also", text=(cause_text or {}).get(id(rc), st.text))
             pm.contributing.append(st)
     root_finding = ranked[0] if lead is None and ranked else None
     for f in findings:
@@ -319,17 +347,23 @@ def conclude(
     for f in ([root_finding] if root_finding else []) + [f for f in findings if f is not root_finding]:
         if f.suggestion and f.suggestion not in seen and f.category != "top_ops":
             seen.add(f.suggestion)
-            pm.actions.append(_action(f.suggestion, f"finding: {f.title}", owners.of_finding(f)))
+            pm.actions.append(
+                _action(f.suggestion, t("pm.from_finding", title=f.title), owners.of_finding(f))
+            )
     for rc in serious:
         if rc.fix and rc.fix not in seen:
             seen.add(rc.fix)
             pm.actions.append(
-                _action(rc.fix, f"log rule {', '.join(rc.rule_ids)}", owners.for_log(rc.category, rc.codes))
+                _action(
+                    rc.fix,
+                    t("pm.from_log_rule", rules=", ".join(rc.rule_ids)),
+                    owners.for_log(rc.category, rc.codes),
+                )
             )
     rc_title = pm.root_cause["title"] if pm.root_cause else None
-    pm.title = f"Postmortem: {rc_title or 'no root cause found'} — {pm.scope}"
+    pm.title = t("pm.title", root_cause=rc_title or t("pm.no_root_cause"), scope=pm.scope)
     pm.summary = (
-        f"Most likely root cause ({pm.root_cause['source']} evidence): {rc_title}."
+        t("pm.summary", source=t(f"pm.source.{pm.root_cause['source']}"), title=rc_title)
         if pm.root_cause
-        else "The data holds no error in the logs and no high/medium device finding."
+        else t("pm.summary_none")
     )

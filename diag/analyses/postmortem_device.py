@@ -10,6 +10,7 @@ from diag.analyses.counts import kernel_counts
 from diag.analyses.findings import Finding, device_findings
 from diag.analyses.postmortem_model import Postmortem, Statement
 from diag.analyses.stall_breakdown import BUCKET_LABELS, BUCKETS, breakdown
+from diag.i18n import t
 from diag.store import Store
 
 
@@ -32,12 +33,18 @@ def device_story(
     ]
     top = sorted(chart, key=lambda c: -c["ns"])[:3]
     counts = kernel_counts(store, run["run_id"], bd)  # the one definition of device kernels per step
-    per_step = f" ({counts.kernels_per_step:,.1f} kernels per step)" if counts.kernels_per_step else ""
+    per_step = t("pm.device.per_step", n=f"{counts.kernels_per_step:,.1f}") if counts.kernels_per_step else ""
     st = Statement(
-        f"Profiled {len(bd.steps)} step(s) ({bd.step_source}), {e2e / 1e6:,.3f} ms of device time, "
-        f"{counts.device_kernels:,} device kernels{per_step}; largest shares: "
-        + ", ".join(f"{c['label']} {c['pct']:.1f}%" for c in top)
-        + (f". Data quality: {counts.note()}" if counts.note() else ""),
+        t(
+            "pm.device.story",
+            steps=len(bd.steps),
+            source=bd.step_source,
+            ms=f"{e2e / 1e6:,.3f}",
+            kernels=f"{counts.device_kernels:,}",
+            per_step=per_step,
+            shares=", ".join(f"{c['label']} {c['pct']:.1f}%" for c in top),
+            quality=t("pm.device.quality", note=counts.note()) if counts.note() else "",
+        ),
         {
             "time_range_ns": [total.start_ns, total.end_ns],
             "figures": {"e2e_ns": e2e, "steps": len(bd.steps), "buckets_ns": total.buckets},
@@ -65,28 +72,40 @@ def baseline_story(pm: Postmortem, store: Store, run_id: int, baseline_run_id: i
         "biggest_loss": cmp.biggest_loss(),  # over every bucket: idle, AI CPU, exposed communication too
         "source_b": cmp.source_b,  # timeline | kernel_summary (nsys stats: no steps, no buckets)
     }
-    ratio = f"{e2e['ratio']:.2f}×" if e2e["ratio"] else "n/a"
-    base_ms = "n/a (a kernel summary)" if e2e["per_step_b_ms"] is None else f"{e2e['per_step_b_ms']:.3f} ms"
+    ratio = f"{e2e['ratio']:.2f}×" if e2e["ratio"] else t("pm.device.na")
+    base_ms = (
+        t("pm.device.kernel_summary") if e2e["per_step_b_ms"] is None else f"{e2e['per_step_b_ms']:.3f} ms"
+    )
     overall = Statement(
-        f"End-to-end per step: {e2e['per_step_a_ms']:.3f} ms vs {base_ms} on the "
-        f"baseline (run {baseline_run_id}) — {ratio}",
+        t("pm.device.e2e", a=f"{e2e['per_step_a_ms']:.3f}", b=base_ms, run=baseline_run_id, ratio=ratio),
         {"figures": e2e, "warnings": cmp.warnings},
     )
     pm.impact.append(overall)
     if loss := cmp.biggest_loss():
         pm.impact.append(
             Statement(
-                f"Biggest loss against the baseline: {loss['label']} +{loss['delta_per_step_ms']:.3f} ms per step "
-                f"({loss['per_step_a_ms']:.3f} vs {loss['per_step_b_ms']:.3f} ms)",
+                t(
+                    "pm.device.biggest_loss",
+                    label=loss["label"],
+                    delta=f"{loss['delta_per_step_ms']:.3f}",
+                    a=f"{loss['per_step_a_ms']:.3f}",
+                    b=f"{loss['per_step_b_ms']:.3f}",
+                ),
                 {"figures": loss},
             )
         )
     for c in losses:
-        r = f"{c['ratio']:.2f}×" if c["ratio"] else "baseline has none"
+        r = f"{c['ratio']:.2f}×" if c["ratio"] else t("pm.device.baseline_none")
         pm.impact.append(
             Statement(
-                f"Op class {c['op_class']} loses {c['delta_per_step_ms']:.3f} ms per step "
-                f"({c['per_step_a_ns'] / 1e6:.3f} vs {c['per_step_b_ns'] / 1e6:.3f} ms, {r})",
+                t(
+                    "pm.device.op_class_loss",
+                    op_class=c["op_class"],
+                    delta=f"{c['delta_per_step_ms']:.3f}",
+                    a=f"{c['per_step_a_ns'] / 1e6:.3f}",
+                    b=f"{c['per_step_b_ns'] / 1e6:.3f}",
+                    ratio=r,
+                ),
                 {"figures": c},
             )
         )

@@ -12,6 +12,7 @@ from typing import Any
 from diag.analyses.runs import list_runs
 from diag.errors import DiagError
 from diag.grouping import rank_or_run
+from diag.i18n import t
 from diag.store import Store
 
 ENV_PREFIXES = ("ASCEND_", "HCCL_", "ACL", "PYTORCH_", "TASK_QUEUE", "NPU_", "CUDA_", "NCCL_", "TORCH", "HOST_CACHE",
@@ -70,7 +71,9 @@ def environment_checks(store: Store, run_id: int | None = None, job_id: int | No
         return {}
     out: dict[str, Any] = {"version check": check["answer"]}
     advice = {
-        s["name"]: f"{s['value'] or '(unset)'} ({s['status']}): {s['advice']}"
+        s["name"]: t(
+            "pm.env.setting", value=s["value"] or t("pm.env.unset"), status=s["status"], advice=s["advice"]
+        )
         for s in check["settings"]
         if s["status"] in ("bad", "advice")
     }

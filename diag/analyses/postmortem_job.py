@@ -33,6 +33,7 @@ from diag.analyses.postmortem import (
 from diag.analyses.postmortem_env import job_environment
 from diag.analyses.postmortem_steps import StepReport, rank_table, step_report
 from diag.grouping import is_multi_rank, job_grouping, rank_or_run
+from diag.i18n import t
 from diag.store import Store
 
 
@@ -54,7 +55,9 @@ def _job_causes(store: Store, runs: list[dict[str, Any]]) -> list[tuple[RootCaus
 
 def _who(rc: RootCause, run: dict[str, Any]) -> str:
     return (
-        ", ".join(f"rank {r}" for r in rc.ranks) if rc.ranks else rank_or_run(run.get("rank"), run["run_id"])
+        ", ".join(t("pm.job.rank", rank=r) for r in rc.ranks)
+        if rc.ranks
+        else rank_or_run(run.get("rank"), run["run_id"])
     )
 
 
@@ -72,11 +75,11 @@ def _timeline(
         st = _cause_statement(rc)
         who = _who(rc, run)
         if first is not None and rc is first[0]:
-            label = "First error"
+            label = t("pm.first_error")
         elif lead is not None and rc is not lead[0] and set(rc.ranks) != set(lead[0].ranks):
-            label = "Cascade"
+            label = t("pm.cascade")
         else:
-            label = "Then"
+            label = t("pm.then")
         after = ""
         if (
             first is not None
@@ -84,16 +87,16 @@ def _timeline(
             and rc.first_ns is not None
             and first[0].first_ns is not None
         ):
-            after = f", {(rc.first_ns - first[0].first_ns) / 1e9:,.3f} s after the first error"
-        texts[id(rc)] = f"{who}: {st.text}"
-        st.text = f"{_ts(rc.first_ns)} — {label} on {who}{after}: {st.text}"
+            after = t("pm.job.after", s=f"{(rc.first_ns - first[0].first_ns) / 1e9:,.3f}")
+        texts[id(rc)] = t("pm.who", who=who, text=st.text)
+        st.text = t("pm.job.timeline", time=_ts(rc.first_ns), label=label, who=who, after=after, text=st.text)
         st.evidence.setdefault("figures", {})["run_id"] = run["run_id"]
         events.append((rc.first_ns, 1, st))
     for f in rep.failed:
         if "interrupted" in f.reasons and f.end_ns is not None:
             at = f.end_ns + offset if offset is not None else None
             st = Statement(
-                f"{_ts(at)} — {rank_or_run(f.rank, f.run_id)}'s capture ends inside step {f.step}: {f.detail}",
+                t("pm.job.capture_cut", time=_ts(at), who=rank_or_run(f.rank, f.run_id), step=f.step, detail=f.detail),
                 {"time_range_ns": [f.start_ns, f.end_ns], "figures": {"run_id": f.run_id, "step": f.step,
                                                                        "clock": "log" if at else "trace"}},
             )  # fmt: skip
@@ -107,8 +110,7 @@ def _timeline(
         hit = sorted({r for rc, _ in causes for r in rc.ranks})
         pm.what_happened.append(
             Statement(
-                f"{_ts(last)} — End: the last flagged log record; {len(hit)} of {len(rep.ranks)} rank(s) logged "
-                "errors",
+                t("pm.job.end", time=_ts(last), hit=len(hit), ranks=len(rep.ranks)),
                 {"time_range_ns": [last, last], "figures": {"ranks_with_errors": hit}},
             )
         )
@@ -122,8 +124,14 @@ def _capture_statement(rep: StepReport, job_name: str) -> Statement | None:
         return None
     clock = rep.clock.get("basis", "")
     return Statement(
-        f"{_ts(min(starts))} — Capture of job {job_name}: {len(rep.ranks)} rank(s), trace clock (UTC) "
-        f"{_ts(min(starts))} to {_ts(max(ends))}. Logs against the trace: {clock}",
+        t(
+            "pm.job.capture",
+            time=_ts(min(starts)),
+            job=job_name,
+            ranks=len(rep.ranks),
+            end=_ts(max(ends)),
+            clock=clock,
+        ),
         {"time_range_ns": [min(starts), max(ends)], "figures": {"clock": rep.clock}},
     )
 
@@ -134,8 +142,7 @@ def _step_time_statements(rows: list[dict[str, Any]], rep: StepReport) -> list[S
     if rep.outliers:
         out.append(
             Statement(
-                f"{len(rep.outliers)} step(s) take ≥ 3× the job's median step ({rep.median_ns / 1e6:,.3f} ms): "
-                "slow, not counted as failed (a prefill step can be that long)",
+                t("pm.job.outliers", n=len(rep.outliers), ms=f"{rep.median_ns / 1e6:,.3f}"),
                 {"figures": {"median_ns": rep.median_ns, "outliers": rep.outliers}},
             )
         )
@@ -149,10 +156,17 @@ def _rank_gap_statement(ranked: list[dict[str, Any]], rep: StepReport) -> Statem
     pct = 100 * gap / fast["common_steps_mean_ns"] if fast["common_steps_mean_ns"] else 0.0
     steps = rep.common_steps
     return Statement(
-        f"Step time per rank over the {len(steps)} step(s) every rank completed ({_span(steps)}): slowest "
-        f"{rank_or_run(slow['rank'], slow['run_id'])} {slow['common_steps_mean_ns'] / 1e6:,.3f} ms, fastest "
-        f"{rank_or_run(fast['rank'], fast['run_id'])} {fast['common_steps_mean_ns'] / 1e6:,.3f} ms "
-        f"(+{gap / 1e6:,.3f} ms, {pct:.2f}%)",
+        t(
+            "pm.job.rank_gap",
+            n=len(steps),
+            span=_span(steps),
+            slow=rank_or_run(slow["rank"], slow["run_id"]),
+            slow_ms=f"{slow['common_steps_mean_ns'] / 1e6:,.3f}",
+            fast=rank_or_run(fast["rank"], fast["run_id"]),
+            fast_ms=f"{fast['common_steps_mean_ns'] / 1e6:,.3f}",
+            gap_ms=f"{gap / 1e6:,.3f}",
+            pct=f"{pct:.2f}",
+        ),
         {
             "figures": {
                 "common_steps": steps,
@@ -173,8 +187,10 @@ def _rank_gap_statement(ranked: list[dict[str, Any]], rep: StepReport) -> Statem
 
 def _span(steps: list[int]) -> str:
     if not steps:
-        return "none"
-    return f"step {steps[0]}" if len(steps) == 1 else f"steps {steps[0]}–{steps[-1]}"
+        return t("pm.job.span_none")
+    return (
+        t("pm.job.span_one", step=steps[0]) if len(steps) == 1 else t("pm.job.span", a=steps[0], b=steps[-1])
+    )
 
 
 def _device_findings(pm: Postmortem, store: Store, runs: list[dict[str, Any]]) -> list[Finding]:
@@ -185,7 +201,7 @@ def _device_findings(pm: Postmortem, store: Store, runs: list[dict[str, Any]]) -
     for run in runs:
         fs, chart, st = device_story(store, run)
         if st is not None:
-            st.text = f"{rank_of[run['run_id']]}: {st.text}"
+            st.text = t("pm.who", who=rank_of[run["run_id"]], text=st.text)
             pm.what_happened.append(st)
         if chart and not pm.chart:
             pm.chart = chart
@@ -202,10 +218,8 @@ def _device_findings(pm: Postmortem, store: Store, runs: list[dict[str, Any]]) -
         big = agg["largest"]
         st = _finding_statement(big)
         per = ", ".join(f"{k} {v / 1e6:,.3f} ms" for k, v in agg["per_rank"].items())
-        st.text = (
-            f"Device time lost — {cat}: {agg['ns'] / 1e6:,.3f} ms over {len(agg['per_rank'])} rank(s) ({per}); "
-            f"largest: {rank_of[big.run_id]}, {big.title}"
-        )
+        st.text = t("pm.job.lost", cat=cat, ms=f"{agg['ns'] / 1e6:,.3f}", ranks=len(agg["per_rank"]), per=per,
+                    who=rank_of[big.run_id], title=big.title)  # fmt: skip
         st.evidence["figures"] = {
             **st.evidence["figures"],
             "total_ns": agg["ns"],
@@ -227,9 +241,11 @@ def build_job_postmortem(store: Store, job_id: int, baseline_run_id: int | None 
         )
     name = runs[0].get("job") or str(job_id)
     ranks = sorted({r["rank"] for r in runs if r.get("rank") is not None})
-    scope = f"job {job_id} ({name}, {len(runs)} run(s), rank(s) {', '.join(map(str, ranks)) or '?'})"
+    scope = t(
+        "pm.job.scope", job_id=job_id, name=name, runs=len(runs), ranks=", ".join(map(str, ranks)) or "?"
+    )
     if grouping and grouping.get("guess"):
-        scope += " — grouping is a guess: ranks from folder or file names"
+        scope += t("pm.job.scope_guess")
     pm = Postmortem(None, baseline_run_id, scope, "", "", job_id=job_id)
     if grouping is not None and is_multi_rank(grouping) and grouping.get("guess"):
         pm.contributing.append(_grouping_caveat(grouping))
@@ -251,13 +267,16 @@ def build_job_postmortem(store: Store, job_id: int, baseline_run_id: int | None 
         if first is None:
             raise ValueError(f"job {job_id} has no run with device data to compare with the baseline")
         overall = baseline_story(pm, store, first["run_id"], baseline_run_id)
-        overall.text += f" ({rank_or_run(first.get('rank'), first['run_id'])})"
+        overall.text += t("pm.job.measured_on", who=rank_or_run(first.get("rank"), first["run_id"]))
     conclude(pm, serious[0] if serious else None, serious, _one_per_category(findings), texts)
     pm.environment, _, pm.environment_diff = job_environment(store, runs)
     for d in pm.environment_diff:
         vals = "; ".join(f"{k}: {v}" for k, v in d["values"].items())
         pm.contributing.append(
-            Statement(f"Ranks differ in {d['key']} — {vals}", {"figures": d, "from": "environment per rank"})
+            Statement(
+                t("pm.job.env_differs", key=d["key"], values=vals),
+                {"figures": d, "from": "environment per rank"},
+            )
         )
     return pm
 
@@ -265,8 +284,7 @@ def build_job_postmortem(store: Store, job_id: int, baseline_run_id: int | None 
 def _grouping_caveat(grouping: dict[str, Any]) -> Statement:
     """A job grouped on weak evidence (diag.grouping): every cross-rank statement above rests on it."""
     return Statement(
-        "Caveat: these runs were grouped as one job on weak evidence (a guess), so every comparison between "
-        f"ranks above rests on it: {'; '.join(grouping.get('basis') or [])}",
+        t("pm.job.caveat", basis="; ".join(grouping.get("basis") or [])),
         {"figures": {"grouping": grouping}, "from": "diag.grouping"},
     )
 

@@ -13,6 +13,7 @@ from typing import Any
 from diag.analyses import memory, memory_logs
 from diag.analyses.postmortem_model import Statement
 from diag.grouping import rank_or_run
+from diag.i18n import t
 from diag.store import Store
 
 GIB = 1 << 30
@@ -20,17 +21,12 @@ OOM_FIGURES = ("requested_bytes", "capacity_bytes", "allocated_bytes", "reserved
                "active_bytes", "process_in_use_bytes")  # fmt: skip
 
 
-# an OOM verdict (diag.analyses.memory_logs.oom_verdict) as a person reads it
-VERDICT_TEXT = {
-    "fragmentation": "fragmentation",
-    "out_of_memory": "the device was full",
-    "other_process": "memory outside this process's allocator",
-    "unknown": "the figures do not tell the cause",
-}
+# an OOM verdict (diag.analyses.memory_logs.oom_verdict) as a person reads it: pm.memory.verdict.<verdict>
+VERDICTS = ("fragmentation", "out_of_memory", "other_process", "unknown")
 
 
 def verdict_text(verdict: str | None) -> str:
-    return VERDICT_TEXT.get(verdict or "unknown", VERDICT_TEXT["unknown"])
+    return t(f"pm.memory.verdict.{verdict if verdict in VERDICTS else 'unknown'}")
 
 
 def _gib(value: float | None) -> str:
@@ -39,20 +35,21 @@ def _gib(value: float | None) -> str:
 
 def oom_statement(e: dict[str, Any]) -> Statement:
     """One OOM record: the request against what was free of what, the verdict and why, the line it was logged at."""
-    text = f"Out of memory — {verdict_text(e.get('verdict'))}"
+    text = t("pm.memory.oom", verdict=verdict_text(e.get("verdict")))
     if e.get("requested_bytes") is not None:  # vLLM's negative KV budget, a pool that failed: no request
-        text += f": tried to allocate {_gib(e['requested_bytes'])}"
+        text += t("pm.memory.tried", size=_gib(e["requested_bytes"]))
     if e.get("free_bytes") is not None:
-        text += f" with {_gib(e['free_bytes'])} free"
+        text += t("pm.memory.free", size=_gib(e["free_bytes"]))
     if e.get("capacity_bytes") is not None:
-        text += f" of {_gib(e['capacity_bytes'])}"
+        text += t("pm.memory.of", size=_gib(e["capacity_bytes"]))
     held = [
-        f"{k} {_gib(e[f'{k}_bytes'])}" for k in ("allocated", "reserved") if e.get(f"{k}_bytes") is not None
-    ]
+        t(f"pm.memory.{k}", size=_gib(e[f"{k}_bytes"])) for k in ("allocated", "reserved")
+        if e.get(f"{k}_bytes") is not None
+    ]  # fmt: skip
     if held:
-        text += f" ({', '.join(held)})"
+        text += t("pm.memory.held", held=", ".join(held))
     if e.get("verdict_reason"):
-        text += f" — {e['verdict_reason']}"
+        text += t("pm.memory.because", reason=e["verdict_reason"])
     figures = {k: e.get(k) for k in OOM_FIGURES if e.get(k) is not None} | {"verdict": e.get("verdict")}
     if e.get("file"):  # the log line itself is on the Logs page; here where it is
         figures |= {"file": e["file"], "line": e.get("line")}
@@ -66,16 +63,20 @@ def peak_statement(s: dict[str, Any]) -> Statement | None:
     peak, cap = s.get("peak_reserved_bytes"), s.get("capacity_bytes")
     if peak is None:
         return None
-    text = f"Peak reserved {_gib(peak)}"
-    text += f" of {_gib(cap)} ({100 * peak / cap:.1f}%)" if cap else " (device capacity unknown)"
+    text = t("pm.memory.peak", size=_gib(peak))
+    text += (
+        t("pm.memory.peak_of", size=_gib(cap), pct=f"{100 * peak / cap:.1f}")
+        if cap
+        else t("pm.memory.no_capacity")
+    )
     if s.get("peak_step") is not None:
-        text += f" in step {s['peak_step']}"
+        text += t("pm.memory.in_step", step=s["peak_step"])
     if s.get("peak_op"):
-        text += f", during {s['peak_op']}"
+        text += t("pm.memory.during", op=s["peak_op"])
     if s.get("headroom_pct") is not None:
-        text += f" — headroom {s['headroom_pct']:.1f}%"
+        text += t("pm.memory.headroom", pct=f"{s['headroom_pct']:.1f}")
     if s.get("slack_peak_bytes"):
-        text += f"; reserved − allocated peaked at {_gib(s['slack_peak_bytes'])}"
+        text += t("pm.memory.slack", size=_gib(s["slack_peak_bytes"]))
     keys = ("peak_allocated_bytes", "peak_reserved_bytes", "capacity_bytes", "capacity_from", "headroom_pct",
             "slack_peak_bytes", "peak_step", "peak_ts_ns")  # fmt: skip
     figures = {k: s.get(k) for k in keys if s.get(k) is not None}
@@ -84,9 +85,10 @@ def peak_statement(s: dict[str, Any]) -> Statement | None:
 
 
 def kv_statement(kv: dict[str, Any]) -> Statement:
-    text = f"KV-cache budget {_gib(kv.get('kv_cache_bytes'))} ({kv.get('verdict') or 'verdict unknown'})"
+    verdict = kv.get("verdict") or t("pm.memory.kv_unknown")
+    text = t("pm.memory.kv", size=_gib(kv.get("kv_cache_bytes")), verdict=verdict)
     if kv.get("verdict_reason"):
-        text += f" — {kv['verdict_reason']}"
+        text += t("pm.memory.because", reason=kv["verdict_reason"])
     keys = ("weights_bytes", "non_torch_bytes", "activation_peak_bytes", "kv_cache_bytes", "budget_bytes",
             "capacity_bytes", "gpu_memory_utilization", "num_blocks")  # fmt: skip
     return Statement(text, {"figures": {k: kv.get(k) for k in keys if kv.get(k) is not None}})
@@ -99,8 +101,8 @@ def _knobs(s: dict[str, Any]) -> list[Statement]:
         if text and text not in seen:
             seen.add(text)
             owner = (f.get("evidence") or {}).get("owner")
-            knob = f"Knob — {text}" + (f" (owner of the fix: {owner})" if owner else "")
-            out.append(Statement(knob, {"from": f"finding: {f.get('title')}"}))
+            knob = t("pm.memory.knob", text=text) + (t("pm.memory.knob_owner", owner=owner) if owner else "")
+            out.append(Statement(knob, {"from": t("pm.from_finding", title=f.get("title"))}))
     return out
 
 
@@ -150,10 +152,14 @@ def job_memory_story(store: Store, runs: list[dict[str, Any]]) -> tuple[list[Sta
         statements, has_oom = memory_story(store, run["run_id"])
         oom |= has_oom
         for st in statements:
-            if st.text.startswith("Knob — "):
+            if st.text.startswith(t("pm.memory.knob", text="")):
                 if st.text not in knobs:
                     knobs.add(st.text)
                     out.append(st)
                 continue
-            out.append(Statement(f"{rank_or_run(run.get('rank'), run['run_id'])}: {st.text}", st.evidence))
+            out.append(
+                Statement(
+                    t("pm.who", who=rank_or_run(run.get("rank"), run["run_id"]), text=st.text), st.evidence
+                )
+            )
     return out, oom

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from diag.analyses import serving
+from diag.i18n import t
 from diag.store import Store
 
 # What a postmortem keeps of each judged serving run (the full row, with every printed field, is in `diag accept`).
@@ -22,15 +23,22 @@ KEPT = (
 
 def _fmt(value: Any, unit: str) -> str:
     if value is None:
-        return "n/a"
+        return t("pm.serving.na")
     return f"{value:,.2f} {unit}".rstrip()
 
 
 def check_text(c: dict[str, Any]) -> str:
     stat = f" {c['statistic']}" if c.get("statistic") else ""
-    limit = f"limit {_fmt(c['threshold'], c['unit'])}" if c.get("threshold") is not None else "no limit"
-    margin = f", margin {c['margin_pct']:+.0f}%" if c.get("margin_pct") is not None else ""
-    return f"{c['figure']}{stat} {_fmt(c.get('value'), c['unit'])} ({limit}{margin})"
+    limit = (
+        t("pm.serving.limit", value=_fmt(c["threshold"], c["unit"]))
+        if c.get("threshold") is not None
+        else t("pm.serving.no_limit")
+    )
+    margin = (
+        t("pm.serving.margin", margin=f"{c['margin_pct']:+.0f}%") if c.get("margin_pct") is not None else ""
+    )
+    return t("pm.serving.check", figure=c["figure"], stat=stat, value=_fmt(c.get("value"), c["unit"]), limit=limit,
+             margin=margin)  # fmt: skip
 
 
 def serving_story(
@@ -42,7 +50,7 @@ def serving_story(
     for r in judged:
         failed = [c for c in r["checks"] or [] if c["verdict"] == "fail"]
         if failed:
-            text = f"Serving run {r['label']} fails acceptance: " + "; ".join(check_text(c) for c in failed)
+            text = t("pm.serving.fails", label=r["label"], checks="; ".join(check_text(c) for c in failed))
             statements.append((text, {"figures": {"serving_id": r["serving_id"], "failed_checks": failed}}))
     comparison = None
     if baseline_run_id is not None:
@@ -54,7 +62,7 @@ def serving_story(
         for line in comparison["headline"]:
             statements.append(
                 (
-                    f"Serving against the baseline's: {line}",
+                    t("pm.serving.vs_baseline", line=line),
                     {"figures": {"a": comparison["a"], "b": comparison["b"]}},
                 )
             )

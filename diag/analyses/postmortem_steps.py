@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from diag.grouping import is_multi_rank, job_grouping
+from diag.i18n import t
 from diag.store import Store
 
 QUARTER_HOUR_NS = 15 * 60 * 1_000_000_000
@@ -158,15 +159,14 @@ def log_clock_offset(first_fatal_ns: int | None, start_ns: int | None, end_ns: i
         hours, minutes = divmod(abs(off) // 60_000_000_000, 60)
         return {
             "log_offset_ns": off,
-            "basis": f"log times read as UTC{sign}{hours:02d}:{minutes:02d}: the only zone that puts the first "
-            "fatal log record inside the capture",
+            "basis": t("pm.steps.zone_one", zone=f"UTC{sign}{hours:02d}:{minutes:02d}"),
         }
     if not fits:
         return {
             "log_offset_ns": None,
-            "basis": "no time zone puts the first fatal log record inside the capture",
+            "basis": t("pm.steps.zone_none"),
         }
-    return {"log_offset_ns": None, "basis": f"{len(fits)} time zones fit: log and trace times not compared"}
+    return {"log_offset_ns": None, "basis": t("pm.steps.zone_many", n=len(fits))}
 
 
 def _errors_in_steps(store: Store, ids: list[int], offset: int) -> dict[tuple[int, int], dict[str, Any]]:
@@ -211,7 +211,7 @@ def step_report(store: Store, runs: list[dict[str, Any]]) -> StepReport:
         if win and fs.start_ns is None:
             fs.start_ns, fs.end_ns = win
         fs.reasons.append(reason)
-        fs.detail = f"{fs.detail}; {detail}" if fs.detail else detail
+        fs.detail = t("pm.steps.details", a=fs.detail, b=detail) if fs.detail else detail
         fs.evidence.update(evidence)
 
     group = [r for r in with_steps if r.rank is not None] if one_job(store, runs) else []
@@ -221,7 +221,7 @@ def step_report(store: Store, runs: list[dict[str, Any]]) -> StepReport:
         for s in all_steps:
             others = [o.rank for o in group if s in o.durations]
             if s not in have and others:
-                add(rs, s, "missing", f"no step {s} in this rank's data, which ranks {others} have",
+                add(rs, s, "missing", t("pm.steps.missing", step=s, others=others),
                     {"present_on_ranks": others, "rank_steps": sorted(have)})  # fmt: skip
     for rs in with_steps:
         if rs.windows and rs.trace_steps:
@@ -231,7 +231,7 @@ def step_report(store: Store, runs: list[dict[str, Any]]) -> StepReport:
                     rs,
                     s,
                     "incomplete",
-                    f"step {s} is in {where} but not in {absent}",
+                    t("pm.steps.incomplete", step=s, where=where, absent=absent),
                     {"in": where, "not_in": absent},
                 )
     if offset is not None:
@@ -239,7 +239,7 @@ def step_report(store: Store, runs: list[dict[str, Any]]) -> StepReport:
         by_run = {r.run_id: r for r in ranks}
         for (run_id, step), hit in _errors_in_steps(store, ids, offset).items():
             rec = hit["first"]
-            add(by_run[run_id], step, "error", f"{hit['records']} fatal log record(s) inside the step",
+            add(by_run[run_id], step, "error", t("pm.steps.error", n=hit["records"]),
                 {"fatal_records": hit["records"], "log_lines": [rec]})  # fmt: skip
         for rs in ranks:
             _interrupted(store, rs, offset, add)
@@ -285,8 +285,8 @@ def _interrupted(store: Store, rs: RankSteps, offset: int, add: Any) -> None:  #
             rs,
             last + 1,
             "interrupted",
-            f"the capture ends {(end - last_end) / 1e6:.3f} ms into step {last + 1}, "
-            f"{(err - end) / 1e6:.3f} ms before the rank's next fatal log record",
+            t("pm.steps.interrupted", into=f"{(end - last_end) / 1e6:.3f}", step=last + 1,
+              before=f"{(err - end) / 1e6:.3f}"),
             {"capture_end_ns": end, "last_complete_step": last, "fatal_ns_trace_clock": err,
              "log_lines": [record]},
             (last_end, end),

@@ -27,6 +27,7 @@ import duckdb
 
 from diag.analyses import memory
 from diag.devices import Device, find_devices
+from diag.i18n import t
 from diag.store import RULES_DIR, Store, q
 
 THRESHOLDS_PATH = RULES_DIR / "serving_thresholds.toml"
@@ -192,7 +193,7 @@ def _check(
     out = {"figure": figure, "value": value, "threshold": threshold, "unit": unit, **extra}
     if value is None or not threshold:
         out.update(verdict="n/a", margin=None, margin_pct=None, threshold=threshold or None)
-        out.setdefault("detail", "no figure" if value is None else "no threshold set")
+        out.setdefault("detail", t("serving.no_figure") if value is None else t("serving.no_threshold"))
         return out
     margin = (value - threshold) if higher else (threshold - value)
     out.update(verdict="pass" if margin >= 0 else "fail", margin=margin, margin_pct=100 * margin / threshold)
@@ -215,25 +216,24 @@ def _ttft_check(row: dict[str, Any], cfg: dict[str, Any], stat: str, value: floa
     block lacks the token totals (cut short), and judged on both limits when neither is known."""
     long_min = cfg.get("long_context_min_input_tokens", 8192)
     chat, long = cfg.get("chat_max_ms"), cfg.get("long_context_max_ms")
-    mean_in, source = row["input_tokens_mean"], "mean input"
+    mean_in, source = row["input_tokens_mean"], t("serving.mean_input")
     if mean_in is None and row.get("input_len"):
-        mean_in, source = row["input_len"], "configured input"
+        mean_in, source = row["input_len"], t("serving.configured_input")
     if mean_in is not None:
-        is_long = mean_in >= long_min
-        detail = f"{'long context' if is_long else 'chat'}: {source} {mean_in:.0f} tokens"
-        return _check("ttft", value, long if is_long else chat, "ms", statistic=stat, detail=detail)
-    unknown = "input length not in the result"
+        kind = t("serving.long_context" if mean_in >= long_min else "serving.chat")
+        detail = t("serving.ttft_kind", kind=kind, source=source, tokens=f"{mean_in:.0f}")
+        return _check(
+            "ttft", value, long if mean_in >= long_min else chat, "ms", statistic=stat, detail=detail
+        )
     if value is not None and chat and long and value > max(chat, long):
         return _check(
-            "ttft", value, max(chat, long), "ms", statistic=stat, detail=f"{unknown}: over both limits"
+            "ttft", value, max(chat, long), "ms", statistic=stat, detail=t("serving.ttft_over_both")
         )
     if value is not None and chat and long and value <= min(chat, long):
         return _check(
-            "ttft", value, min(chat, long), "ms", statistic=stat, detail=f"{unknown}: within both limits"
+            "ttft", value, min(chat, long), "ms", statistic=stat, detail=t("serving.ttft_within_both")
         )
-    out = _check(
-        "ttft", None, chat, "ms", statistic=stat, detail=f"{unknown}: chat or long-context limit unknown"
-    )
+    out = _check("ttft", None, chat, "ms", statistic=stat, detail=t("serving.ttft_limit_unknown"))
     out["value"] = value
     return out
 
@@ -261,11 +261,12 @@ def _throughput_check(row: dict[str, Any], rows: list[dict[str, Any]], rules: di
     ]
     if not peers:
         return _check(
-            "throughput", row["output_throughput_tps"], None, "tok/s", detail="no run at a lower load"
+            "throughput", row["output_throughput_tps"], None, "tok/s", detail=t("serving.no_lower_load")
         )
     best = max(peers, key=lambda r: r["output_throughput_tps"])
     threshold = (1 - drop / 100) * best["output_throughput_tps"]
-    detail = f"best at lower load: serving {best['serving_id']} (load {best['load']:g}), {best['output_throughput_tps']:g} tok/s"
+    detail = t("serving.best_lower_load", serving_id=best["serving_id"], load=f"{best['load']:g}",
+               tps=f"{best['output_throughput_tps']:g}")  # fmt: skip
     return _check("throughput", row["output_throughput_tps"], threshold, "tok/s", higher=True, detail=detail)
 
 
@@ -273,11 +274,13 @@ def _failed_check(row: dict[str, Any], rules: dict[str, Any]) -> dict:
     failed, done = row["failed_requests"], row["successful_requests"] or 0
     limit = float(rules.get("requests", {}).get("max_failed_pct", 0.0))
     if failed is None:
-        return _check("failed_requests", None, limit, "%", detail="not printed by this tool version")
+        return _check("failed_requests", None, limit, "%", detail=t("serving.not_printed"))
     pct = 100 * failed / max(failed + done, 1)
     out = {"figure": "failed_requests", "value": pct, "threshold": limit, "unit": "%", "margin": limit - pct}
     out.update(
-        verdict="pass" if pct <= limit else "fail", margin_pct=None, detail=f"{failed} of {failed + done}"
+        verdict="pass" if pct <= limit else "fail",
+        margin_pct=None,
+        detail=t("serving.n_of", n=failed, of=failed + done),
     )
     return out
 
@@ -288,21 +291,17 @@ def _memory_check(con: duckdb.DuckDBPyConnection, row: dict[str, Any], rules: di
     limit = float(rules.get("memory", {}).get("max_used_pct", 90.0))
     peak = peak_memory(con, row["linked_runs"])
     if peak is None:
-        return _check("memory", None, limit, "%", detail="no profile of this deployment with memory records")
+        return _check("memory", None, limit, "%", detail=t("serving.no_memory_profile"))
     profile_bytes, profile_from = peak.pop("_capacity")
     if row["capacity_gib"] and (row["capacity_from"] == "thresholds" or not profile_bytes):
         capacity, origin = row["capacity_gib"] * GIB, row["capacity_from"]
     elif profile_bytes:  # the profiled device's own capacity, as diag memory judges its headroom
         capacity, origin = profile_bytes, f"profile {profile_from}"
     else:
-        return _check(
-            "memory", None, limit, "%", detail="device capacity unknown (set memory.capacity_gib)", peak=peak
-        )
+        return _check("memory", None, limit, "%", detail=t("serving.capacity_unknown"), peak=peak)
     used = 100 * peak["peak_bytes"] / capacity
-    detail = (
-        f"{peak['peak_bytes'] / GIB:.2f} GiB reserved ({peak['component']}, run {peak['run_id']}) of "
-        f"{capacity / GIB:g} GiB"
-    )
+    detail = t("serving.memory_detail", gib=f"{peak['peak_bytes'] / GIB:.2f}", component=peak["component"],
+               run_id=peak["run_id"], capacity=f"{capacity / GIB:g}")  # fmt: skip
     return _check("memory", used, limit, "%", detail=detail, peak=peak, capacity_bytes=int(capacity),
                   capacity_from=origin)  # fmt: skip
 
@@ -311,7 +310,7 @@ def _name_missing(row: dict[str, Any], checks: list[dict[str, Any]]) -> None:
     """In a block cut short, a check without its figure says so (the figure is not n/a by tool version)."""
     for c in checks:
         if c["verdict"] == "n/a" and c["value"] is None and c["figure"] != "memory":
-            c["detail"] = "not in this block: it was cut short (see partial)"
+            c["detail"] = t("serving.cut_short")
 
 
 def accept(
@@ -356,25 +355,25 @@ def serving_for_runs(
 # -- CUDA vs Ascend --------------------------------------------------------------------------------------------
 def _workload_warnings(a: dict[str, Any], b: dict[str, Any], tol: float) -> list[str]:
     warnings = []
-    for key, what in (("model", "model"), ("dataset", "dataset")):
+    for key in ("model", "dataset"):
+        what, unstated = t(f"serving.what.{key}"), t("serving.not_stated")
         if a[key] is None and b[key] is None:
-            warnings.append(f"{what} not stated in either result: check that both ran the same {what}")
+            warnings.append(t("serving.neither_states", what=what))
         elif a[key] != b[key]:
-            warnings.append(f"{what} differs: {a[key] or 'not stated'} vs {b[key] or 'not stated'}")
+            warnings.append(t("serving.differs", what=what, a=a[key] or unstated, b=b[key] or unstated))
     for key, what in (("input_tokens_mean", "input"), ("output_tokens_mean", "output")):
         if not _similar(a[key], b[key], tol):
             fa, fb = (f"{x:.0f}" if x is not None else "?" for x in (a[key], b[key]))
-            warnings.append(f"mean {what} tokens per request differ: {fa} vs {fb}")
-    for key, what in (("max_concurrency", "max concurrency"), ("request_rate_rps", "request rate")):
+            warnings.append(t(f"serving.tokens_differ_{what}", a=fa, b=fb))
+    for key in ("max_concurrency", "request_rate_rps"):
         if a[key] != b[key]:
-            warnings.append(
-                f"{what} differs: {a[key] if a[key] is not None else 'unlimited/not stated'} vs "
-                f"{b[key] if b[key] is not None else 'unlimited/not stated'}"
-            )
+            unlimited = t("serving.unlimited")
+            va, vb = (x if x is not None else unlimited for x in (a[key], b[key]))
+            warnings.append(t("serving.differs", what=t(f"serving.what.{key}"), a=va, b=vb))
     if a["platform"] and a["platform"] == b["platform"]:
-        warnings.append(f"both runs are {a['platform']}: not a CUDA vs Ascend comparison")
+        warnings.append(t("serving.same_platform", platform=a["platform"]))
     elif not (a["platform"] and b["platform"]):
-        warnings.append("platform not known for both runs")
+        warnings.append(t("serving.platform_unknown"))
     return warnings
 
 
@@ -410,27 +409,25 @@ def _better(f: dict[str, Any], gap: float) -> bool:
 def headline(figures: list[dict[str, Any]], gap: float) -> list[str]:
     """The headline figures in both directions: where A is worse, where A is better, or that they are level."""
     shown = [f for f in figures if f["figure"] in HEADLINE and f["gap_pct"] is not None]
+    name = {f["figure"]: t(f"serving.headline.{f['figure']}") for f in shown}
     worse = [
-        f"A reaches {100 * f['ratio']:.0f}% of B's output throughput"
+        t("serving.reaches", pct=f"{100 * f['ratio']:.0f}")
         if f["better"] == "higher"
-        else f"{HEADLINE[f['figure']]}: A {f['gap_pct']:+.0f}% against B"
+        else t("serving.worse", figure=name[f["figure"]], gap=f"{f['gap_pct']:+.0f}")
         for f in shown
         if f["worse"]
     ]
-    better = [
-        f"{HEADLINE[f['figure']]} {f['gap_pct']:+.0f}%".replace("-", "−") for f in shown if _better(f, gap)
-    ]
+    better = [f"{name[f['figure']]} {f['gap_pct']:+.0f}%".replace("-", "−") for f in shown if _better(f, gap)]
     if not shown:
         return []
+    listed, within = t("serving.list_sep").join(better), f"{gap:g}"
     if not better:
-        return worse or [f"A and B are within ±{gap:g}% on every headline figure"]
+        return worse or [t("serving.level", gap=within)]
     if worse:
-        return [*worse, f"A is better on: {', '.join(better)}"]
+        return [*worse, t("serving.better_on", figures=listed)]
     if len(better) == len(shown):
-        return [f"A is better on every figure: {', '.join(better)}"]
-    return [
-        f"A is better on {len(better)} of {len(shown)} figures: {', '.join(better)}; the rest within ±{gap:g}%"
-    ]
+        return [t("serving.better_on_all", figures=listed)]
+    return [t("serving.better_on_some", n=len(better), of=len(shown), figures=listed, gap=within)]
 
 
 def compare_serving(
