@@ -218,13 +218,18 @@ def compare_classes_frame(cmp) -> pd.DataFrame:  # noqa: ANN001
     )
 
 
+def bucket_label(bucket: str) -> str:
+    """A bucket's label (diag.analyses.stall_breakdown.BUCKET_LABELS) in the session's language."""
+    return t(f"page.compare.bucket.{bucket}") if bucket in BUCKET_LABELS else bucket
+
+
 def compare_overall_frame(cmp) -> pd.DataFrame:  # noqa: ANN001
     return pd.DataFrame(
         [
             {
                 t("page.compare.col.bucket"): t("page.compare.e2e")
                 if o["bucket"] == "e2e"
-                else BUCKET_LABELS.get(o["bucket"], o["bucket"]),
+                else bucket_label(o["bucket"]),
                 t("page.compare.col.a_ms_step"): rounded(o["per_step_a_ms"], 4),
                 t("page.compare.col.b_ms_step"): rounded(
                     o["per_step_b_ms"], 4

@@ -68,7 +68,7 @@ m[2].metric(t("page.compare.ratio"), "—" if e2e["ratio"] is None else f"{e2e['
 loss = cmp.biggest_loss()  # over every bucket: idle, AI CPU, exposed communication and copies too
 m[3].metric(
     t("page.compare.biggest_loss"),
-    md_text(loss["label"]) if loss else "—",
+    widgets.bucket_label(loss["bucket"]) if loss else "—",
     _per_step_delta(loss["delta_per_step_ms"]) if loss else None,
     delta_color="inverse",
 )
