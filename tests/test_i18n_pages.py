@@ -8,6 +8,7 @@ taken out by ``FOREIGN`` — each names its module."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -139,3 +140,221 @@ def test_bucket_labels_in_english_are_the_analysis_labels():
         re.search(r"[\u4e00-\u9fff]", zh[f"page.compare.bucket.{b}"]) or b == "attention"
         for b in BUCKET_LABELS
     )
+
+
+# -- every page in a real browser, in Chinese and in English ---------------------------------------------
+
+# what the English-sentence check reads on a page: the page's own words (headings, captions, alerts, Markdown,
+# widget / metric / tab / button / expander labels); not a table's cells or a chart (data: op and file names)
+OWN_TEXT = (
+    '[data-testid="stMain"] :is([data-testid="stHeading"], [data-testid="stCaptionContainer"], '
+    '[data-testid="stAlert"], [data-testid="stMarkdownContainer"], [data-testid="stWidgetLabel"], '
+    '[data-testid="stMetricLabel"], [data-testid="stExpander"] summary, button[role="tab"], '
+    '[data-testid="stButton"] button)'
+)
+DATA_VALUES: list[re.Pattern[str]] = [  # English in a data value, not a sentence of diag's (keep it short)
+    re.compile(
+        r"[\w.-]+ · [\w .-]+ · (?:ascend|cuda|rocm)\b[^·]*"
+    ),  # a run's label: id · name · platform · device
+]
+# English still on Chinese pages, each with where it is written and who translates it: reported (xfail), not
+# failed, until it is translated; then the line goes (the lead, after merging s7-i18nfind / s7-i18nlogs).
+# Anything not listed here fails the test.
+_FINDINGS = "findings texts, branch s7-i18nfind"
+_LOGS = "log rules / error codes, branch s7-i18nlogs"
+_PAGES = "page texts of pages translated before (not this branch's files)"
+_ANALYSES = "analysis sentences"
+
+
+def _glossary_cuda() -> re.Pattern[str]:
+    """The glossary's CUDA counterparts (diag/rules/glossary.toml ``cuda``), shown as written."""
+    import tomllib
+
+    with open(ROOT / "diag" / "rules" / "glossary.toml", "rb") as fh:
+        values = {x["cuda"] for x in tomllib.load(fh)["term"] if x.get("cuda")}
+    return re.compile("|".join(re.escape(v) for v in sorted(values, key=len, reverse=True)))
+
+
+PENDING: list[tuple[str, re.Pattern[str]]] = [
+    *((f"{_ANALYSES}: diag.grouping, analyses.cluster / compare / before_after", p) for p in FOREIGN),
+    (f"{_FINDINGS}: owner reason and steps, diag/rules/owners.toml",
+     re.compile(r".* \((?:code|config|stack|hardware)\)$", re.S)),
+    (f"{_FINDINGS}: diag/rules/fallback_hints.csv", re.compile(r"(?:Arg/TopK/Sort with|float64 inputs have) .*")),
+    (f"{_LOGS}: diag/rules/log_patterns.toml", re.compile(r"(?:Op \w+: GE did not find|Change the input dtype) .*")),
+    (f"{_LOGS}: diag/rules/log_patterns.toml (title)", re.compile(r"Operator off the AI Core fast path \(AI CPU\)")),
+    (f"{_LOGS}: diag/rules/error_codes.csv", re.compile(r"Op does not hit the high-priority .*")),
+    (f"{_ANALYSES}: diag/analyses/serving.py", re.compile(r"A reaches \d+% of B's .*")),
+    ("glossary data: diag/rules/glossary.toml, the cuda counterparts", _glossary_cuda()),
+    (f"{_PAGES}: app/app_pages/02_upload.py", re.compile(r"Drop a torch_npu .*|…or a whole profiler folder")),
+    (f"{_PAGES}: app/app_pages/03_timeline.py", re.compile(r"Window \(ms since run start\)")),
+    (f"{_PAGES}: app/app_pages/04_stalls.py", re.compile(r"\d+ figure\(s\) differ from the export .*")),
+    (f"{_PAGES}: app/app_pages/05_fallback.py, app/state.py",
+     re.compile(r"log lines naming this op \(\d+\)|Show on the timeline")),
+    (f"{_PAGES}: app/app_pages/07_logs.py", re.compile(r"· cause · \d+ record\(s\) · first|time \(local time of the logs\)|"
+                                                       r"— lines around line \d+ \(the record is marked ▶\)")),
+    (f"{_PAGES}: app/app_pages/09_postmortem.py", re.compile(r"Every log in the store")),
+    (f"{_PAGES}: app/app_pages/14_ops.py", re.compile(r"\d+ distinct input shape\(s\)\. No activity dimension .*")),
+]  # fmt: skip
+
+
+def _strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [x for v in value.values() for x in _strings(v)]
+    if isinstance(value, list):
+        return [x for v in value for x in _strings(v)]
+    return []
+
+
+def area_texts(db: Path) -> list[tuple[str, re.Pattern[str]]]:
+    """The findings' and the logs' own English texts in ``db`` (``diag findings / logs --json``): on a page they
+    are those areas' texts, whose translations are in their branches."""
+    from tests.conftest import cli_json
+
+    out = []
+    for who, args in ((_FINDINGS, ("findings",)), (_LOGS, ("logs", "--all-episodes"))):
+        _, payload = cli_json(*args, "--db", str(db))
+        texts = {x.strip() for x in _strings(payload) if len(x.split()) >= 3 and not x.startswith("/")}
+        if texts:
+            alternation = "|".join(re.escape(x) for x in sorted(texts, key=len, reverse=True))
+            out.append((f"{who}: diag {args[0]} --json", re.compile(alternation)))
+    return out
+
+
+def _sorted_out(
+    texts: list[str], areas: list[tuple[str, re.Pattern[str]]] = ()
+) -> tuple[list[str], list[tuple[str, str]]]:
+    """The English sentences among ``texts``: (not accounted for, [(owner, text)] of other areas)."""
+    offenders, pending = [], []
+    known = [*PENDING, *areas]
+    for text in dict.fromkeys(texts):
+        for pattern in DATA_VALUES:
+            text = pattern.sub(" ", text)
+        if not english_sentences([text]):
+            continue
+        owner = next((who for who, pattern in known if pattern.search(text)), None)
+        rest = text
+        for _, pattern in known:
+            rest = pattern.sub(" ", rest)
+        if english_sentences([rest]):
+            offenders.append(text)
+        elif owner:
+            pending.append((owner, text))
+    return offenders, pending
+
+
+def _visit_every_page(url: str, lang: str, shots: Path | None) -> dict[str, list[str]]:
+    """Open each page from the sidebar; its heading must show; returns each page's own texts."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.browser_app import launch, page_headings
+
+    found: dict[str, list[str]] = {}
+    with sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url)
+        headings = page_headings(lang)
+        page.get_by_role("heading", name=headings[0][1], exact=True).first.wait_for(timeout=120_000)
+        for i, (link, heading) in enumerate(headings):
+            page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name=link, exact=True).click()
+            page.get_by_role("heading", name=heading, exact=True).first.wait_for(timeout=60_000)
+            page.wait_for_timeout(1200)  # the rest of the script after the title
+            found[heading] = page.locator(OWN_TEXT).all_inner_texts()
+            if shots is not None:
+                page.screenshot(path=str(shots / f"{lang}_{i:02d}.png"), full_page=True)
+        browser.close()
+    return found
+
+
+@pytest.mark.browser
+def test_every_page_in_chinese_and_in_english_in_a_browser(tmp_path, monkeypatch):
+    """The app as the README's first run makes it (sample_traces/ ingested), served in zh, then in en: every
+    page opens from the sidebar with its heading in that language; a Chinese page shows no English sentence of
+    its own. English sentences of other areas are listed (xfail) until their translations merge."""
+    import os
+
+    from tests.browser_app import require_browser, serve_app
+    from tests.test_i18n import has_cjk_font
+
+    require_browser()
+    shots = Path(os.environ.get("DIAG_SCREENSHOTS") or tmp_path)
+    db, pages = tmp_path / "samples.duckdb", {}
+    for lang in ("zh", "en"):
+        monkeypatch.setenv("DIAG_LANG", lang)
+        with serve_app(db, tmp_path / "uploads", samples=lang == "zh", timeout=240) as app:
+            pages[lang] = _visit_every_page(app.url, lang, shots if lang == "zh" and has_cjk_font() else None)
+    (shots / "i18n_pages.json").write_text(json.dumps(pages, ensure_ascii=False, indent=1), encoding="utf-8")
+    assert [len(v) for v in pages.values()] == [14, 14]
+    offenders, pending, areas = {}, {}, area_texts(db)
+    for heading, texts in pages["zh"].items():
+        mine, others = _sorted_out(texts, areas)
+        if mine:
+            offenders[heading] = mine
+        if others:
+            pending[heading] = others
+    assert offenders == {}, "English sentences on Chinese pages:\n" + "\n".join(
+        f"  {page}: {text!r}" for page, texts in offenders.items() for text in texts
+    )
+    assert all(len(texts) >= 1 for texts in pages["en"].values())
+    if pending:
+        pytest.xfail(
+            "English texts of other areas on Chinese pages (translated in parallel branches):\n"
+            + "\n".join(
+                f"  {page}: [{who}] {text[:160]!r}" for page, items in pending.items() for who, text in items
+            )
+        )
+
+
+# -- the Chinese HTML report offline ---------------------------------------------------------------------
+
+
+def _zh_report(db: Path, out: Path) -> str:
+    import shutil
+
+    from diag.cli import main
+
+    db = Path(shutil.copy(db, out.with_suffix(".duckdb")))  # the page tests' app may hold the database open
+
+    assert (
+        main(["report", "--db", str(db), "--run", "1", "--lang", "zh", "--format", "html", "-o", str(out)])
+        == 0
+    )
+    return out.read_text(encoding="utf-8")
+
+
+def test_html_report_in_chinese_names_only_local_fonts(pair_db, tmp_path):
+    html = _zh_report(pair_db, tmp_path / "r.html")
+    style = re.search(r"<style>(.*?)</style>", html, re.S).group(1)
+    assert '<html lang="zh-CN">' in html and "发生了什么" in html
+    assert "WenQuanYi Micro Hei" in style and "Noto Sans CJK SC" in style  # CJK fonts by name, the OS's own
+    assert not re.search(r"https?://|@import|@font-face|url\(", style)
+    assert not re.search(r"<link\b|<script\b[^>]*\bsrc=|<img\b[^>]*\bsrc=[\"']?https?:", html)
+
+
+@pytest.mark.browser
+def test_html_report_in_chinese_opens_offline_in_a_browser(pair_db, tmp_path):
+    """Opened from disk, the report asks for nothing outside the file; screenshot (a CJK font installed)."""
+    import os
+
+    from playwright.sync_api import sync_playwright
+
+    from tests.browser_app import launch, require_browser
+    from tests.test_i18n import has_cjk_font
+
+    require_browser()
+    report = tmp_path / "r.html"
+    _zh_report(pair_db, report)
+    shots = Path(os.environ.get("DIAG_SCREENSHOTS") or tmp_path)
+    requests: list[str] = []
+    with sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_page(viewport={"width": 1200, "height": 1400})
+        page.on("request", lambda r: None if r.url == report.as_uri() else requests.append(r.url))
+        page.goto(report.as_uri())
+        heading = page.locator("h2").first.inner_text()
+        if has_cjk_font():
+            page.screenshot(path=str(shots / "zh_report.png"), full_page=True)
+        browser.close()
+    assert requests == [] and heading == "发生了什么"
