@@ -260,7 +260,7 @@ def _visit_every_page(url: str, lang: str, shots: Path | None) -> dict[str, list
         for i, (link, heading) in enumerate(headings):
             page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name=link, exact=True).click()
             page.get_by_role("heading", name=heading, exact=True).first.wait_for(timeout=60_000)
-            page.wait_for_timeout(1200)  # the rest of the script after the title
+            page.wait_for_timeout(800)  # the rest of the script after the title
             found[heading] = page.locator(OWN_TEXT).all_inner_texts()
             if shots is not None:
                 page.screenshot(path=str(shots / f"{lang}_{i:02d}.png"), full_page=True)

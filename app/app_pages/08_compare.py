@@ -71,6 +71,9 @@ m[3].metric(
     widgets.bucket_label(loss["bucket"]) if loss else "—",
     _per_step_delta(loss["delta_per_step_ms"]) if loss else None,
     delta_color="inverse",
+    help=widgets.bucket_label(loss["bucket"])
+    if loss
+    else None,  # the whole label: a long one is cut in the tile
 )
 top = cmp.top_losses(1)
 m[4].metric(
