@@ -6,18 +6,31 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from diag.analyses.cluster import ClusterView
+from diag.i18n import t
 
-STEP_METRICS = {
+STEP_METRICS = {  # the English labels; step_metrics() gives them in the session's language
     "step time": "step_ns",
     "computing": "computing_ns",
     "communication not overlapped": "comm_not_overlapped_ns",
     "free": "free_ns",
 }
-BREAKDOWN = (
-    ("computing_ns", "Computing", "#1f77b4"),
-    ("comm_not_overlapped_ns", "Communication (not overlapped)", "#9467bd"),
-    ("free_ns", "Free", "#bdbdbd"),
+BREAKDOWN = (  # column, catalog key of its label, colour
+    ("computing_ns", "page.cluster.computing", "#1f77b4"),
+    ("comm_not_overlapped_ns", "page.cluster.comm_not_overlapped", "#9467bd"),
+    ("free_ns", "page.cluster.free", "#bdbdbd"),
 )
+
+
+def step_metrics() -> dict[str, str]:
+    """The step heatmap's choices: label (session's language) → column."""
+    return {
+        t("page.cluster.metric_step"): "step_ns",
+        t("page.cluster.metric_computing"): "computing_ns",
+        t("page.cluster.metric_comm"): "comm_not_overlapped_ns",
+        t("page.cluster.metric_free"): "free_ns",
+    }
+
+
 _PX_PER_RANK = 14
 
 
@@ -55,10 +68,10 @@ def step_heatmap(view: ClusterView, metric: str = "step_ns") -> go.Figure:
             zmin=median - spread,
             zmax=median + spread,
             colorbar=dict(title="ms"),
-            hovertemplate="rank %{y}, step %{x}: %{z:.3f} ms<extra></extra>",
+            hovertemplate=t("page.cluster.hover_step"),
         )
     )
-    return _grid_layout(fig, len(grid.index), "step", "rank")
+    return _grid_layout(fig, len(grid.index), t("page.cluster.axis_step"), t("page.cluster.axis_rank"))
 
 
 def rank_breakdown_figure(view: ClusterView) -> go.Figure:
@@ -68,29 +81,37 @@ def rank_breakdown_figure(view: ClusterView) -> go.Figure:
     if df.empty:
         return fig
     steps = df["steps"].clip(lower=1)
-    for col, label, color in BREAKDOWN:
+    for col, key, color in BREAKDOWN:
         if df[col].isna().all():
             continue
+        label = t(key)
         fig.add_trace(
             go.Bar(
                 name=label,
                 x=df["rank"].astype(str),
                 y=df[col].fillna(0) / steps / 1e6,
                 marker_color=color,
-                hovertemplate=f"rank %{{x}}: %{{y:.3f}} ms per step ({label})<extra></extra>",
+                hovertemplate=t("page.cluster.hover_breakdown", label=label),
             )
         )
     if df["computing_ns"].isna().all():  # no step_trace: the ProfilerStep spans only
-        fig.add_trace(go.Bar(name="step", x=df["rank"].astype(str), y=df["step_ns"] / steps / 1e6))
+        fig.add_trace(
+            go.Bar(name=t("page.cluster.axis_step"), x=df["rank"].astype(str), y=df["step_ns"] / steps / 1e6)
+        )
     fig.update_layout(
         barmode="stack",
         height=360,
         margin=dict(l=10, r=10, t=30, b=10),
-        xaxis=dict(title="rank", type="category"),
-        yaxis=dict(title="ms per step"),
+        xaxis=dict(title=t("page.cluster.axis_rank"), type="category"),
+        yaxis=dict(title=t("page.cluster.axis_ms_per_step")),
         legend=dict(orientation="h", y=1.1),
     )
     return fig
+
+
+def _per(ns: float | None, steps: int) -> float | None:
+    """ns over ``steps`` steps as ms per step; None stays None."""
+    return None if ns is None else ns / steps / 1e6
 
 
 def ranks_frame(view: ClusterView) -> pd.DataFrame:
@@ -99,18 +120,16 @@ def ranks_frame(view: ClusterView) -> pd.DataFrame:
         n = max(r["steps"], 1)
         rows.append(
             {
-                "rank": r["rank"],
-                "run": r["run_id"],
-                "steps": r["steps"],
-                "step ms": r["step_ns"] / n / 1e6,
-                "computing ms": None if r["computing_ns"] is None else r["computing_ns"] / n / 1e6,
-                "comm not overlapped ms": None
-                if r["comm_not_overlapped_ns"] is None
-                else r["comm_not_overlapped_ns"] / n / 1e6,
-                "wait ms": None if r.get("wait_ns") is None else r["wait_ns"] / n / 1e6,
-                "transit ms": None if r.get("transit_ns") is None else r["transit_ns"] / n / 1e6,
-                "vs median %": r["vs_median_pct"],
-                "robust z": r["robust_z"],
+                t("page.cluster.col.rank"): r["rank"],
+                t("page.cluster.col.run"): r["run_id"],
+                t("page.cluster.col.steps"): r["steps"],
+                t("page.cluster.col.step_ms"): r["step_ns"] / n / 1e6,
+                t("page.cluster.col.computing_ms"): _per(r["computing_ns"], n),
+                t("page.cluster.col.comm_ms"): _per(r["comm_not_overlapped_ns"], n),
+                t("page.cluster.col.wait_ms"): _per(r.get("wait_ns"), n),
+                t("page.cluster.col.transit_ms"): _per(r.get("transit_ns"), n),
+                t("page.cluster.col.vs_median"): r["vs_median_pct"],
+                t("page.cluster.col.robust_z"): r["robust_z"],
             }
         )
     return pd.DataFrame(rows)
@@ -120,15 +139,16 @@ def groups_frame(view: ClusterView) -> pd.DataFrame:
     return pd.DataFrame(
         [
             {
-                "group": g["label"],
-                "id": g["group"],
-                "ranks": len(g["members"]),
-                "members": ", ".join(map(str, g["members"][:16])) + (" …" if len(g["members"]) > 16 else ""),
-                "ops": g["ops"],
-                "wait ms": g["wait_ns"] / 1e6,
-                "transit ms": g["transit_ns"] / 1e6,
-                "wait share %": 100 * g["wait_ratio"],
-                "least waiting rank": g["least_waiting_rank"],
+                t("page.cluster.col.group"): g["label"],
+                t("page.cluster.col.id"): g["group"],
+                t("page.cluster.col.ranks"): len(g["members"]),
+                t("page.cluster.col.members"): ", ".join(map(str, g["members"][:16]))
+                + (" …" if len(g["members"]) > 16 else ""),
+                t("page.cluster.col.ops"): g["ops"],
+                t("page.cluster.col.wait_ms"): g["wait_ns"] / 1e6,
+                t("page.cluster.col.transit_ms"): g["transit_ns"] / 1e6,
+                t("page.cluster.col.wait_share"): 100 * g["wait_ratio"],
+                t("page.cluster.col.least_waiting"): g["least_waiting_rank"],
             }
             for g in view.groups
         ]
@@ -139,22 +159,25 @@ def group_wait_figure(group: dict) -> go.Figure:
     """One communication group: wait vs transit per member rank (the rank that waits least is the one waited for)."""
     df = pd.DataFrame(group["ranks"])
     fig = go.Figure()
-    for col, label, color in (("transit_ns", "transit", "#2ca02c"), ("wait_ns", "wait", "#d62728")):
+    for col, label, color in (
+        ("transit_ns", t("page.cluster.transit"), "#2ca02c"),
+        ("wait_ns", t("page.cluster.wait"), "#d62728"),
+    ):
         fig.add_trace(
             go.Bar(
                 name=label,
                 x=df["rank"].astype(str),
                 y=df[col].fillna(0) / 1e6,
                 marker_color=color,
-                hovertemplate=f"rank %{{x}}: %{{y:.3f}} ms {label}<extra></extra>",
+                hovertemplate=t("page.cluster.hover_wait", label=label),
             )
         )
     fig.update_layout(
         barmode="stack",
         height=320,
         margin=dict(l=10, r=10, t=30, b=10),
-        xaxis=dict(title="rank", type="category"),
-        yaxis=dict(title="ms (whole capture)"),
+        xaxis=dict(title=t("page.cluster.axis_rank"), type="category"),
+        yaxis=dict(title=t("page.cluster.axis_ms_capture")),
         legend=dict(orientation="h", y=1.12),
     )
     return fig
@@ -181,7 +204,7 @@ def link_heatmap(view: ClusterView, transport: str) -> go.Figure:
             hovertemplate="%{y} → %{x}: %{z:.2f} GB/s<extra></extra>",
         )
     )
-    return _grid_layout(fig, len(grid.index), "destination rank", "source rank")
+    return _grid_layout(fig, len(grid.index), t("page.cluster.axis_dst"), t("page.cluster.axis_src"))
 
 
 def links_frame(view: ClusterView, transport: str | None = None) -> pd.DataFrame:
@@ -189,16 +212,18 @@ def links_frame(view: ClusterView, transport: str | None = None) -> pd.DataFrame
     return pd.DataFrame(
         [
             {
-                "slow": "⚠" if x["slow"] else "",
-                "src": x["src_rank"],
-                "dst": x["dst_rank"] if x["dst_rank"] is not None else f"local {x['dst_local']}",
-                "transport": x["transport"],
-                "group": x["label"],
+                t("page.cluster.col.slow"): "⚠" if x["slow"] else "",
+                t("page.cluster.col.src"): x["src_rank"],
+                t("page.cluster.col.dst"): x["dst_rank"]
+                if x["dst_rank"] is not None
+                else t("page.cluster.local", n=x["dst_local"]),
+                t("page.cluster.col.transport"): x["transport"],
+                t("page.cluster.col.group"): x["label"],
                 "MB": x["size_bytes"] / 1e6,
-                "transit ms": x["transit_ns"] / 1e6,
+                t("page.cluster.col.transit_ms"): x["transit_ns"] / 1e6,
                 "GB/s": x["bandwidth_gbps"],
-                "median GB/s": x["median_gbps"],
-                "vs median %": None if x["ratio"] is None else 100 * x["ratio"],
+                t("page.cluster.col.median_gbps"): x["median_gbps"],
+                t("page.cluster.col.vs_median"): None if x["ratio"] is None else 100 * x["ratio"],
             }
             for x in rows
         ]
@@ -209,13 +234,13 @@ def transports_frame(view: ClusterView) -> pd.DataFrame:
     return pd.DataFrame(
         [
             {
-                "rank": x["rank"],
-                "transport": x["transport"],
+                t("page.cluster.col.rank"): x["rank"],
+                t("page.cluster.col.transport"): x["transport"],
                 "MB": x["size_bytes"] / 1e6,
-                "transit ms": x["transit_ns"] / 1e6,
+                t("page.cluster.col.transit_ms"): x["transit_ns"] / 1e6,
                 "GB/s": x["bandwidth_gbps"],
-                "median GB/s": x["median_gbps"],
-                "vs median %": None if x["ratio"] is None else 100 * x["ratio"],
+                t("page.cluster.col.median_gbps"): x["median_gbps"],
+                t("page.cluster.col.vs_median"): None if x["ratio"] is None else 100 * x["ratio"],
             }
             for x in view.transports
         ]

@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 
 from app.text import plain
 from diag.analyses.postmortem_memory import verdict_text
+from diag.i18n import t
 
 GIB, MIB = 1 << 30, 1 << 20
 MISSING = "—"
@@ -382,6 +383,7 @@ def compare_memory_frame(block: dict[str, Any] | None) -> pd.DataFrame:
     side has a memory figure."""
     from diag.analyses.compare_memory import has_memory, memory_rows
 
+    columns = [t("page.compare.col.figure"), "A", "B"]
     if not has_memory(block):
-        return pd.DataFrame(columns=["figure", "A", "B"])
-    return pd.DataFrame(memory_rows(block), columns=["figure", "A", "B"])
+        return pd.DataFrame(columns=columns)
+    return pd.DataFrame(memory_rows(block), columns=columns)

@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 from app.glossary import help_for
 from app.text import md_text, plain
 from diag.analyses.stall_breakdown import BUCKET_LABELS, BUCKETS, Breakdown
+from diag.i18n import t
 
 RUNS_COLUMNS = {  # the columns a person reads first come first; the long source path last
     "run_id": "run",
@@ -183,14 +184,14 @@ def compare_classes_figure(cmp) -> go.Figure:  # noqa: ANN001
                 x=[plain(n) for n in names],
                 y=[getattr(c, attr) / 1e6 for c in rows],
                 marker_color=color,
-                hovertemplate=f"%{{x}}: %{{y:.3f}} ms/step<extra>{side}</extra>",
+                hovertemplate=f"%{{x}}: %{{y:.3f}} {t('page.compare.ms_per_step')}<extra>{side}</extra>",
             )
         )
     fig.update_layout(
         barmode="group",
         height=420,
         margin=dict(l=10, r=10, t=30, b=40),
-        yaxis_title="device time per step (ms)",
+        yaxis_title=t("page.compare.axis_per_step"),
         legend=dict(orientation="h", y=1.08, x=0),
     )
     return fig
@@ -200,34 +201,41 @@ def compare_classes_frame(cmp) -> pd.DataFrame:  # noqa: ANN001
     return pd.DataFrame(
         [
             {
-                "op class": c.op_class,
-                "A calls": c.count_a,
-                "B calls": c.count_b,
-                "A ms/step": round(c.per_step_a_ns / 1e6, 4),
-                "B ms/step": round(c.per_step_b_ns / 1e6, 4),
-                "A mean µs": None if c.mean_a_ns is None else round(c.mean_a_ns / 1e3, 2),
-                "B mean µs": None if c.mean_b_ns is None else round(c.mean_b_ns / 1e3, 2),
-                "A share %": round(c.share_a_pct, 1),
-                "B share %": round(c.share_b_pct, 1),
-                "A/B": None if c.ratio is None else round(c.ratio, 3),
-                "lost ms/step": round(c.delta_per_step_ms, 4),
+                t("page.compare.col.op_class"): c.op_class,
+                t("page.compare.col.a_calls"): c.count_a,
+                t("page.compare.col.b_calls"): c.count_b,
+                t("page.compare.col.a_ms_step"): round(c.per_step_a_ns / 1e6, 4),
+                t("page.compare.col.b_ms_step"): round(c.per_step_b_ns / 1e6, 4),
+                t("page.compare.col.a_mean_us"): None if c.mean_a_ns is None else round(c.mean_a_ns / 1e3, 2),
+                t("page.compare.col.b_mean_us"): None if c.mean_b_ns is None else round(c.mean_b_ns / 1e3, 2),
+                t("page.compare.col.a_share"): round(c.share_a_pct, 1),
+                t("page.compare.col.b_share"): round(c.share_b_pct, 1),
+                t("page.compare.col.ratio"): None if c.ratio is None else round(c.ratio, 3),
+                t("page.compare.col.lost_ms_step"): round(c.delta_per_step_ms, 4),
             }
             for c in cmp.classes
         ]
     )
 
 
+def bucket_label(bucket: str) -> str:
+    """A bucket's label (diag.analyses.stall_breakdown.BUCKET_LABELS) in the session's language."""
+    return t(f"page.compare.bucket.{bucket}") if bucket in BUCKET_LABELS else bucket
+
+
 def compare_overall_frame(cmp) -> pd.DataFrame:  # noqa: ANN001
     return pd.DataFrame(
         [
             {
-                "bucket": "E2E (device span)"
+                t("page.compare.col.bucket"): t("page.compare.e2e")
                 if o["bucket"] == "e2e"
-                else BUCKET_LABELS.get(o["bucket"], o["bucket"]),
-                "A ms/step": rounded(o["per_step_a_ms"], 4),
-                "B ms/step": rounded(o["per_step_b_ms"], 4),  # None: a kernel summary has no buckets
-                "A/B": rounded(o["ratio"], 3),
-                "lost ms/step": rounded(o["delta_per_step_ms"], 4),
+                else bucket_label(o["bucket"]),
+                t("page.compare.col.a_ms_step"): rounded(o["per_step_a_ms"], 4),
+                t("page.compare.col.b_ms_step"): rounded(
+                    o["per_step_b_ms"], 4
+                ),  # None: a kernel summary: no buckets
+                t("page.compare.col.ratio"): rounded(o["ratio"], 3),
+                t("page.compare.col.lost_ms_step"): rounded(o["delta_per_step_ms"], 4),
             }
             for o in cmp.overall
         ]
@@ -244,19 +252,24 @@ def rounded(value: float | None, digits: int = 2) -> float | None:
     return None if value is None else round(value, digits)
 
 
+def _better(direction: str) -> str:
+    """ "higher" / "lower" (which way a serving figure is better) in the session's language."""
+    return {"higher": t("page.compare.higher"), "lower": t("page.compare.lower")}.get(direction, direction)
+
+
 def serving_comparison_frame(cmp: dict) -> pd.DataFrame:
     """Serving figures of A and B side by side (diag.analyses.serving.compare_serving), worse ones marked."""
     return pd.DataFrame(
         [
             {
-                "figure": f["figure"],
-                "unit": f["unit"],
-                "better": f["better"],
+                t("page.compare.col.figure"): f["figure"],
+                t("page.compare.col.unit"): f["unit"],
+                t("page.compare.col.better"): _better(f["better"]),
                 "A": f["a"],
                 "B": f["b"],
-                "A/B": rounded(f["ratio"], 3),
-                "gap %": rounded(f["gap_pct"], 1),
-                "worse": "yes" if f["worse"] else "",
+                t("page.compare.col.ratio"): rounded(f["ratio"], 3),
+                t("page.compare.col.gap"): rounded(f["gap_pct"], 1),
+                t("page.compare.col.worse"): t("page.compare.yes") if f["worse"] else "",
             }
             for f in cmp["figures"]
             if f["a"] is not None or f["b"] is not None

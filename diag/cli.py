@@ -8,6 +8,7 @@ import sys
 import typer
 
 from diag import __version__
+from diag.cli_help import LocalizedGroup
 from diag.commands import COMMANDS
 from diag.commands import bugreport as bugreport_command
 from diag.commands import ops as ops_command
@@ -19,6 +20,7 @@ from diag.i18n import LANGUAGES, set_language, t
 
 app = typer.Typer(
     name="diag",
+    cls=LocalizedGroup,  # --help drawn in the chosen language (diag/cli_help.py)
     help="Why is LLM inference slow or broken on Ascend NPUs, and how does it differ from CUDA?",
     no_args_is_help=True,
     add_completion=False,
@@ -47,7 +49,11 @@ def _root(
         False, "--version", help="Print the version and exit.", is_eager=True, callback=_print_version
     ),
     lang: str | None = typer.Option(
-        None, "--lang", help=t("cli.lang_help"), is_eager=True, callback=_set_language
+        None,
+        "--lang",
+        help="Language of the messages and reports: zh | en (default: $DIAG_LANG, else the locale, else en).",
+        is_eager=True,
+        callback=_set_language,
     ),
 ) -> None:
     pass

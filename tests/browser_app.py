@@ -51,6 +51,31 @@ PAGE_HEADINGS = [
     ("Cluster", "Cluster"),
     ("Glossary", "Glossary"),
 ]
+# app/main.py PAGES in order: the nav key of each page and the key of its heading (page.<key>.title)
+PAGE_KEYS = [
+    ("runs", "runs"),
+    ("upload", "upload"),
+    ("timeline", "timeline"),
+    ("stalls", "stalls"),
+    ("memory", "memory"),
+    ("fallback", "fallback"),
+    ("ops", "ops"),
+    ("findings", "findings"),
+    ("logs", "logs"),
+    ("compare", "compare"),
+    ("postmortem", "postmortem"),
+    ("serving", "serving"),
+    ("cluster", "cluster"),
+    ("glossary", "glossary"),
+]
+
+
+def page_headings(lang: str) -> list[tuple[str, str]]:
+    """PAGE_HEADINGS in ``lang``: (sidebar link, heading) of every page, from the catalogs (diag/i18n)."""
+    from diag.i18n import catalog
+
+    texts = catalog(lang)
+    return [(texts[f"nav.{nav}"], texts[f"page.{title}.title"]) for nav, title in PAGE_KEYS]
 
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}

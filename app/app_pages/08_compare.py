@@ -11,6 +11,7 @@ from app.glossary import help_for
 from app.scaling_widgets import scaling_section
 from app.tables import show_table
 from app.text import md_text
+from diag.i18n import t
 
 OTHER_PLATFORM = {"ascend": "cuda", "cuda": "ascend", "rocm": "ascend"}
 
@@ -20,121 +21,126 @@ def _first(ids: list[int], platform: dict[int, str], wanted: str, not_run: int |
     return next((i for i in ids if platform[i] == wanted and i != not_run), None)
 
 
-st.title("Ascend vs CUDA")
-st.caption(
-    "The same workload on both platforms, measured with the same definitions. Figures are per step, so "
-    "captures of different lengths compare; 'lost' is the time A spends beyond B in each class."
-)
+def _per_step_delta(ms: float) -> str:
+    return t("page.compare.per_step_delta", ms=f"{ms:.3f}")
+
+
+st.title(t("page.compare.title"))
+st.caption(t("page.compare.caption"))
 fp = data.fingerprint()
 comparable = set(data.comparable_runs(fp))
 rows = [r for r in data.runs(fp) if r["run_id"] in comparable]
 if len(rows) < 2:
-    st.info("Ingest an Ascend run and a CUDA run of the same workload to compare them.")
+    st.info(t("page.compare.need_two"))
     st.stop()
 ids = [r["run_id"] for r in rows]
 label = {
     r["run_id"]: f"{r['run_id']} · {r['name']} · {r['platform']}"
-    + (" (GPU baseline, not CUDA)" if r["platform"] == "rocm" else "")
+    + (t("page.compare.rocm_baseline") if r["platform"] == "rocm" else "")
     + (f" · {r['device_name']}" if r["device_name"] else "")
     for r in rows
 }
 platform = {r["run_id"]: r["platform"] for r in rows}
 default_a = state.index_of_selected(ids, fallback=ids.index(_first(ids, platform, "ascend") or ids[0]))
 c1, c2 = st.columns(2)
-run_a = c1.selectbox("A (under study)", ids, index=default_a, format_func=label.get, key="cmp_a")
+run_a = c1.selectbox(t("page.compare.run_a"), ids, index=default_a, format_func=label.get, key="cmp_a")
 if run_a != state.selected_run():
     state.select_run(run_a)
 baseline = _first(ids, platform, OTHER_PLATFORM.get(platform[run_a], "cuda"), not_run=run_a)
 if baseline is None:
     baseline = next((i for i in ids if i != run_a), run_a)
-run_b = c2.selectbox("B (baseline)", ids, index=ids.index(baseline), format_func=label.get, key="cmp_b")
+run_b = c2.selectbox(
+    t("page.compare.run_b"), ids, index=ids.index(baseline), format_func=label.get, key="cmp_b"
+)
 if run_a == run_b:
-    st.warning("Pick two different runs.")
+    st.warning(t("page.compare.pick_two"))
     st.stop()
 cmp = data.comparison(fp, run_a, run_b)
 for w in cmp.warnings:
     st.warning(md_text(w))
 for note in cmp.notes():
-    st.info(f"Data quality: {md_text(note)}")
+    st.info(t("page.compare.data_quality", note=md_text(note)))
 e2e = next(o for o in cmp.overall if o["bucket"] == "e2e")
 m = st.columns(5)
-m[0].metric("A device time / step", widgets.ms_text(e2e["per_step_a_ms"]), help=help_for("E2E"))
-m[1].metric("B device time / step", widgets.ms_text(e2e["per_step_b_ms"]), help=help_for("E2E"))
-m[2].metric("A / B", "—" if e2e["ratio"] is None else f"{e2e['ratio']:.2f}×")
+m[0].metric(t("page.compare.a_per_step"), widgets.ms_text(e2e["per_step_a_ms"]), help=help_for("E2E"))
+m[1].metric(t("page.compare.b_per_step"), widgets.ms_text(e2e["per_step_b_ms"]), help=help_for("E2E"))
+m[2].metric(t("page.compare.ratio"), "—" if e2e["ratio"] is None else f"{e2e['ratio']:.2f}×")
 loss = cmp.biggest_loss()  # over every bucket: idle, AI CPU, exposed communication and copies too
 m[3].metric(
-    "biggest loss",
-    md_text(loss["label"]) if loss else "—",
-    f"+{loss['delta_per_step_ms']:.3f} ms/step" if loss else None,
+    t("page.compare.biggest_loss"),
+    widgets.bucket_label(loss["bucket"]) if loss else "—",
+    _per_step_delta(loss["delta_per_step_ms"]) if loss else None,
     delta_color="inverse",
+    help=widgets.bucket_label(loss["bucket"])
+    if loss
+    else None,  # the whole label: a long one is cut in the tile
 )
 top = cmp.top_losses(1)
 m[4].metric(
-    "biggest op-class loss",
+    t("page.compare.biggest_class_loss"),
     md_text(top[0].op_class) if top else "—",
-    f"+{top[0].delta_per_step_ms:.3f} ms/step" if top else None,
+    _per_step_delta(top[0].delta_per_step_ms) if top else None,
     delta_color="inverse",
 )
-st.subheader("Where A loses time, by op class")
+st.subheader(t("page.compare.by_class"))
 st.plotly_chart(widgets.compare_classes_figure(cmp), width="stretch", key="cmp_chart")
 show_table(widgets.compare_classes_frame(cmp))
-st.subheader("Device time per step, same buckets on both")
-show_table(widgets.compare_overall_frame(cmp), helps={"bucket": help_for("E2E")})
+st.subheader(t("page.compare.overall"))
+show_table(widgets.compare_overall_frame(cmp), helps={t("page.compare.col.bucket"): help_for("E2E")})
 if cmp.phases:
-    st.subheader("By phase (told by each step's attention kernels)")
+    st.subheader(t("page.compare.by_phase"))
     show_table(
         pd.DataFrame(
             [
                 {
-                    "phase": p["phase"],
-                    "A steps": p["steps_a"],
-                    "B steps": p["steps_b"],
-                    "A ms/step": None if p["per_step_a_ms"] is None else round(p["per_step_a_ms"], 3),
-                    "B ms/step": None if p["per_step_b_ms"] is None else round(p["per_step_b_ms"], 3),
-                    "A/B": None if p["ratio"] is None else round(p["ratio"], 3),
+                    t("page.compare.col.phase"): p["phase"],
+                    t("page.compare.col.a_steps"): p["steps_a"],
+                    t("page.compare.col.b_steps"): p["steps_b"],
+                    t("page.compare.col.a_ms_step"): widgets.rounded(p["per_step_a_ms"], 3),
+                    t("page.compare.col.b_ms_step"): widgets.rounded(p["per_step_b_ms"], 3),
+                    t("page.compare.col.ratio"): widgets.rounded(p["ratio"], 3),
                 }
                 for p in cmp.phases
             ]
         )
     )
 if cmp.ops:
-    st.subheader("Framework ops present in both traces")
+    st.subheader(t("page.compare.ops"))
     show_table(
         pd.DataFrame(
             [
                 {
-                    "op": o.op,
-                    "A calls": o.calls_a,
-                    "B calls": o.calls_b,
-                    "A/B": None if o.ratio is None else round(o.ratio, 3),
-                    "lost ms/step": round(o.delta_per_step_ms, 4),
+                    t("page.compare.col.op"): o.op,
+                    t("page.compare.col.a_calls"): o.calls_a,
+                    t("page.compare.col.b_calls"): o.calls_b,
+                    t("page.compare.col.ratio"): widgets.rounded(o.ratio, 3),
+                    t("page.compare.col.lost_ms_step"): round(o.delta_per_step_ms, 4),
                 }
                 for o in cmp.ops
             ]
         )
     )
 sides = {
-    side: f"{n} step(s)" if src == "timeline" else "nsys stats kernel summary (no steps, no timeline)"
+    side: t("page.compare.side_steps", n=n) if src == "timeline" else t("page.compare.side_summary")
     for side, n, src in (("A", cmp.steps_a, cmp.source_a), ("B", cmp.steps_b, cmp.source_b))
 }
 for side, c in (("A", cmp.counts_a), ("B", cmp.counts_b)):
     if c and c.device_kernels:
         per_step = "—" if c.kernels_per_step is None else f"{c.kernels_per_step:,.1f}"
-        sides[side] += f", {c.device_kernels:,} device kernels, {per_step} kernels per step"
-st.caption(f"A: {sides['A']} · B: {sides['B']}. Op classes: diag/rules/op_classes.csv.")
+        sides[side] += t("page.compare.side_kernels", kernels=f"{c.device_kernels:,}", per_step=per_step)
+st.caption(t("page.compare.sides", a=sides["A"], b=sides["B"]))
 mem = memory_widgets.compare_memory_frame(cmp.memory)
-st.subheader("Memory")
+st.subheader(t("page.compare.memory"))
 if mem.empty:
-    st.caption("Neither run holds memory records (profile_memory=True); see the Memory page.")
+    st.caption(t("page.compare.no_memory"))
 else:
-    st.caption("Each side against its own device's capacity (diag memory); sizes GiB, headroom %.")
+    st.caption(t("page.compare.memory_caption"))
     show_table(mem, key="cmp_memory")
 serving = data.serving_comparison_for_runs(fp, run_a, run_b)
 if serving:
-    st.subheader("Serving figures of the two deployments")
+    st.subheader(t("page.compare.serving"))
     st.caption(
-        f"A: {md_text(serving['a']['label'])} · B: {md_text(serving['b']['label'])} — serving results stored beside each profile "
-        "(judged on the Serving acceptance page)."
+        t("page.compare.serving_caption", a=md_text(serving["a"]["label"]), b=md_text(serving["b"]["label"]))
     )
     for w in serving["warnings"]:
         st.warning(md_text(w))
