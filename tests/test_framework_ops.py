@@ -15,7 +15,7 @@ import pytest
 from diag.analyses.framework_ops import framework_op_table, op_launches
 from diag.store import Store
 from sample_traces.generate_cuda import generate as cuda_twin
-from tests.conftest import CORPUS, ingest_into
+from tests.conftest import CORPUS, ingest_into, open_page
 from tests.test_ops import ASCEND_RANK0, GENERATED, _diag
 
 ALEXNET_NPU = CORPUS / "ascend/msinsight/test/data/pytorch/text/level1/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT"
@@ -162,3 +162,24 @@ def test_a_real_alexnet_pair(tmp_path: Path) -> None:
     assert table["per_step"] is False and conv["delta_per_step_ms"] is None
     assert conv["delta_ms"] == pytest.approx((1_116_441 - 6_333_000) / 1e6, rel=1e-12)
     assert round(table["linked_pct_a"], 2) == 99.99 and table["linked_pct_b"] == 100.0
+
+
+def test_framework_ops_section_on_the_compare_page(
+    monkeypatch: pytest.MonkeyPatch, pair: tuple[Path, dict]
+) -> None:
+    db, _ = pair
+    at = open_page(monkeypatch, db)
+    at.selectbox(key="runs_select").select(1).run()
+    at.switch_page("app_pages/08_compare.py").run()
+    assert not at.exception, at.exception
+    assert "Framework ops" in [h.value for h in at.subheader]
+    table = next(d.value for d in at.dataframe if "framework op" in d.value.columns)
+    assert list(table.columns) == ["framework op", "A calls", "B calls", "A kernels/call", "B kernels/call",
+                                   "A ms/step", "B ms/step", "A/B", "lost ms/step", "A top kernel", "B top kernel"]  # fmt: skip
+    mm = table[table["framework op"] == "aten::mm"].iloc[0]
+    assert list(mm)[:9] == ["aten::mm", "52", "52", "1", "1", "0.9163", "0.7968", "1.15×", 0.1195]
+    assert list(mm)[9] == "aclnnMm_MatMulCommon_MatMulV2" and list(mm)[10].startswith(
+        "sm90_xmma_gemm_bf16bf16"
+    )
+    assert table[table["framework op"] == "_C::rms_norm"].iloc[0]["A/B"] == "B only"
+    assert any(c.value.startswith("Device time with a framework op: A 100.0%, B 100.0%.") for c in at.caption)
