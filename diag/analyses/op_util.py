@@ -25,8 +25,10 @@ of the cycles, else ``memory`` when a data-move pipe from/to global memory (``ai
 ``aiv_mte2_ratio``, ``aiv_mte3_ratio``) is, else ``latency`` (scalar, sync, waits). A busy MTE2 beside a busy
 cube is a fed cube (double buffering), so the compute pipes are read first.
 
-All row work is SQL over the ``kernels`` table (Ascend kernel_details / op_summary): CUDA kernel rows carry no
-shapes, so a CUDA run gets calls and time but no figures.
+All row work is SQL over the ``kernels`` table (Ascend kernel_details / op_summary), or for a CUDA run over its
+kernels with the shapes of the aten op that launched each (``diag.analyses.op_util_cuda``: Kineto ``record_shapes``;
+a capture without them, or nsys, gets calls and time but no figures). A CUDA op is grouped by kernel name, as the
+op table groups a CUDA run.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from typing import Any
 
 from diag.analyses.counts import OP_TYPE_SQL
 from diag.analyses.finding import thresholds
+from diag.analyses.op_util_cuda import cuda_kernel_rows_sql, has_cuda_kernels_only
 from diag.devices import Device, device_for_run, dtype_key
 from diag.sql_text import SqlFragment
 from diag.store import Store
@@ -177,11 +180,16 @@ def _pmu_sql(metric: str) -> str:
     return f"sum({v} * dur_ns) / nullif(sum(dur_ns) FILTER (WHERE {v} IS NOT NULL), 0)"
 
 
-def _util_sql(by: str) -> str:
-    key = OP_TYPE_SQL if by == "op" else "name"
-    source = SqlFragment("""SELECT DISTINCT ON (name, start_ns) name, op_type AS op, dur_ns, input_shapes, input_dtypes,
-                       output_shapes, output_dtypes, file_id, pmu_values, upper(accelerator_core) AS core
-                FROM kernels WHERE run_id = $run""")
+KERNEL_ROWS = SqlFragment("""SELECT DISTINCT ON (name, start_ns) name, op_type AS op, dur_ns, input_shapes, input_dtypes,
+                   output_shapes, output_dtypes, file_id, pmu_values, upper(accelerator_core) AS core
+            FROM kernels WHERE run_id = $run""")
+
+
+def _util_sql(by: str, cuda: bool = False) -> str:
+    """The per-op SQL over the run's kernels rows, or (``cuda``) its CUDA kernels with their aten op's shapes,
+    grouped by kernel name as the op table groups a CUDA run (diag.analyses.op_util_cuda)."""
+    key = "name" if cuda or by != "op" else OP_TYPE_SQL
+    source = cuda_kernel_rows_sql() if cuda else KERNEL_ROWS
     costed = "flops IS NOT NULL AND bytes IS NOT NULL AND dur_ns > 0"
     matmul = f"cost_class IN {MATMUL_CLASSES}"
     pmu = ", ".join(_pmu_sql(m) for m in PMU_COMPUTE + PMU_MEMORY)
@@ -285,7 +293,8 @@ def op_utilization(store: Store, run_id: int, by: str = "op") -> list[dict[str, 
         raise ValueError(f"utilization is per op or per kernel, not by {by!r}")
     dev, where = device_for_run(store.cursor(), run_id)
     settings = utilization_settings()
-    got = store.cursor().execute(_util_sql(by), {"run": run_id}).fetchall()
+    cuda = has_cuda_kernels_only(store.cursor(), run_id)
+    got = store.cursor().execute(_util_sql(by, cuda), {"run": run_id}).fetchall()
     whole = sum(r[2] for r in got)
     out = []
     for row in got:
