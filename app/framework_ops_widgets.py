@@ -45,11 +45,23 @@ def framework_ops_frame(block: dict[str, Any]) -> pd.DataFrame:
                 t(f"framework_ops.{ms_b}"): _ms(r, "b", per_step),
                 t("framework_ops.ratio"): ratio,
                 t(f"framework_ops.{lost}"): None if loss is None else round(loss, 4),
-                t("framework_ops.top_kernel_a"): r["top_kernel_a"],
-                t("framework_ops.top_kernel_b"): r["top_kernel_b"],
             }
         )
     return pd.DataFrame(rows)
+
+
+def top_kernels_frame(block: dict[str, Any]) -> pd.DataFrame:
+    """Per op, the kernel with most of its time on each side (kernel names are long: a table of their own)."""
+    return pd.DataFrame(
+        [
+            {
+                t("framework_ops.op"): r["op"],
+                t("framework_ops.top_kernel_a"): r["top_kernel_a"],
+                t("framework_ops.top_kernel_b"): r["top_kernel_b"],
+            }
+            for r in block["rows"]
+        ]
+    )
 
 
 def framework_ops_section(fp: str, run_a: int, run_b: int) -> None:
@@ -61,5 +73,7 @@ def framework_ops_section(fp: str, run_a: int, run_b: int) -> None:
         return
     st.caption(md_text(t("framework_ops.caption")))
     show_table(framework_ops_frame(block), key="cmp_framework_ops")
+    with st.expander(t("framework_ops.top_kernels")):
+        show_table(top_kernels_frame(block), key="cmp_framework_ops_kernels")
     pct = {s: "—" if block[f"linked_pct_{s}"] is None else f"{block[f'linked_pct_{s}']:.1f}%" for s in "ab"}
     st.caption(md_text(t("framework_ops.linked", a=pct["a"], b=pct["b"])))

@@ -300,6 +300,11 @@ def test_utilization_section_on_the_ops_page(monkeypatch: pytest.MonkeyPatch, de
         95.7,
         "memory",
     )
+    units = dict(zip(frame["op type"], frame["unit"], strict=True))
+    assert (units["MatMulV2"], units["RmsNorm"], units["SwiGlu"]) == ("cube", "vector", "vector")
+    roofline = json.loads(next(c.proto.spec for c in at.get("plotly_chart") if "ops_roofline" in c.proto.id))
+    roofs = [(tr["name"], tr["y"][1]) for tr in roofline["data"] if tr["name"].startswith("roof")]
+    assert roofs == [("roof (cube)", 294.9), ("roof (vector)", 9.22)]  # each flat at its unit's bf16 peak
 
 
 def test_ncu_speed_of_light_bound_on_a_real_capture(tmp_path: Path) -> None:
