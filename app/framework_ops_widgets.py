@@ -69,7 +69,8 @@ def framework_ops_section(fp: str, run_a: int, run_b: int) -> None:
     st.subheader(t("framework_ops.heading"))
     block = data.comparison(fp, run_a, run_b).framework_ops
     if not block or not block["rows"]:
-        st.info(md_text(t("framework_ops.none")))
+        sides = (block or {}).get("unlinked") or ["a", "b"]
+        st.info(md_text(t("framework_ops.none" if len(sides) == 2 else f"framework_ops.unlinked_{sides[0]}")))
         return
     st.caption(md_text(t("framework_ops.caption")))
     show_table(framework_ops_frame(block), key="cmp_framework_ops")

@@ -30,6 +30,8 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     db = root / "pair.duckdb"
     with Store(str(db)) as store:
         assert ingest_into(store, [ASCEND_RANK0, root / "cuda" / "h100_decode_tp1.pt.trace.json"]).ok
+        # run 3: the committed twin, without a host side (no framework op on any kernel)
+        assert ingest_into(store, [GENERATED / "llm_decode_cuda" / "h100_decode_tp1.pt.trace.json"]).ok
     return db, truth
 
 
@@ -164,6 +166,25 @@ def test_a_real_alexnet_pair(tmp_path: Path) -> None:
     assert round(table["linked_pct_a"], 2) == 99.99 and table["linked_pct_b"] == 100.0
 
 
+def test_a_side_without_links_compares_nothing(pair: tuple[Path, dict]) -> None:
+    """The committed CUDA twin (run 3) has no host side: its kernels have no framework op. The Ascend ops are then
+    not "A only" losses (that would blame aten::mm for 0.92 ms/step): no op is compared, and the text says why."""
+    db, _ = pair
+    with Store(str(db), read_only=True) as store:
+        table = framework_op_table(store, 1, 3, 4, 4)
+    assert (table["rows"], table["unlinked"], table["linked_pct_a"], table["linked_pct_b"]) == (
+        [],
+        ["b"],
+        100.0,
+        0.0,
+    )
+    code, out, _ = _diag("compare", "1", "3", "--db", str(db))
+    assert code == 0 and "B links no kernel to a framework op (no flows or correlation ids" in " ".join(
+        out.split()
+    )
+
+
+# last in the file: the page keeps the app's cached connection to the database open (read-write)
 def test_framework_ops_section_on_the_compare_page(
     monkeypatch: pytest.MonkeyPatch, pair: tuple[Path, dict]
 ) -> None:

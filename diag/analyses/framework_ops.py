@@ -22,7 +22,8 @@ the time per step; ``ratio`` is A ÷ B per step (else of the totals) and ``delta
 platforms name their custom ops differently (``npu::npu_rms_norm`` against ``_C::rms_norm``), so each is listed
 with its top kernel rather than paired by guess. ``linked_pct`` per side says how much of the run's device time
 has a framework op at all: a run captured without flows or correlation (kernel_details only, nsys without CUDA
-API tracing) has none, and the table says nothing about it.
+API tracing, a Kineto trace without its cpu_ops) has none — ``unlinked`` names such a side, and then no op is
+compared (``rows`` is empty): its ops would otherwise all read as lost time on the other side.
 """
 
 from __future__ import annotations
@@ -139,10 +140,13 @@ def framework_op_table(store: Store, run_a: int, run_b: int, steps_a: int, steps
     """Per framework op on A and B (module doc), the largest loss of A first: {"rows": [...], "linked_pct_a",
     "linked_pct_b"}. ``steps_*`` = 0 where a side has no steps (its figures are totals then)."""
     oa, ob = op_launches(store, run_a), op_launches(store, run_b)
-    rows = [_row(op, oa.get(op), ob.get(op), steps_a, steps_b) for op in set(oa) | set(ob)]
+    # a side without any link is not "every op on the other side only": it says nothing, so nothing is compared
+    unlinked = [side for side, got in (("a", oa), ("b", ob)) if not got]
+    ops = set() if unlinked else set(oa) | set(ob)
+    rows = [_row(op, oa.get(op), ob.get(op), steps_a, steps_b) for op in ops]
     key = "delta_per_step_ms" if steps_a and steps_b else "delta_ms"
     rows.sort(key=lambda r: (-r[key], r["op"]))
-    out: dict[str, Any] = {"rows": rows, "per_step": bool(steps_a and steps_b)}
+    out: dict[str, Any] = {"rows": rows, "per_step": bool(steps_a and steps_b), "unlinked": unlinked}
     for side, run, got in (("a", run_a, oa), ("b", run_b, ob)):
         whole = _device_ns(store, run)
         linked = sum(g["device_ns"] for g in got.values())

@@ -25,7 +25,9 @@ def print_framework_ops(block: dict[str, Any] | None, top: int = TOP) -> None:
     out = console()
     rows = block["rows"]
     if not rows:
-        out.print(escape(t("framework_ops.none")))
+        sides = block.get("unlinked") or ["a", "b"]
+        key = "framework_ops.none" if len(sides) == 2 else f"framework_ops.unlinked_{sides[0]}"
+        out.print(escape(t(key)))
         return
     per_step = block["per_step"]
     title = t("framework_ops.title_per_step" if per_step else "framework_ops.title_totals", n=min(top, len(rows)),
