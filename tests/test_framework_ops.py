@@ -184,6 +184,46 @@ def test_a_side_without_links_compares_nothing(pair: tuple[Path, dict]) -> None:
     )
 
 
+def _nsys_conv2d_oracle(path: Path) -> tuple[int, int, int]:
+    """(aten::conv2d calls, device tasks, Σ ns) of a pyprof-annotated nsys export by plain sqlite: a kernel / memcpy
+    / memset belongs to the outermost ``aten::`` NVTX range around the CUDA runtime call with its correlation id."""
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    ranges = con.execute(
+        "SELECT start, \"end\", text, globalTid FROM NVTX_EVENTS WHERE text LIKE 'aten::%'"
+    ).fetchall()
+    calls = {c: (s, tid) for s, tid, c in con.execute("SELECT start, globalTid, correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME")}  # fmt: skip
+    seen, n, ns = set(), 0, 0
+    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
+        for corr, dur in con.execute(f'SELECT correlationId, "end" - start FROM {table}'):
+            at, tid = calls.get(corr, (None, None))
+            around = [r for r in ranges if r[3] == tid and at is not None and r[0] <= at <= r[1]]
+            outer = min(around, key=lambda r: (r[0], -r[1]), default=None)
+            if outer is not None and outer[2].split(",")[0] == "aten::conv2d":
+                seen.add(outer[0])
+                n += 1
+                ns += dur
+    con.close()
+    return len(seen), n, ns
+
+
+def test_nsys_nvtx_ranges_name_the_framework_ops(tmp_path: Path) -> None:
+    """A real nsys export of a PyTorch run with pyprof NVTX ranges (``aten::addmm, seq = 18``) and CUPTI runtime
+    correlation ids: the kernels belong to the aten ops around their launches."""
+    path = CORPUS / "cuda/nsys-sqlite-dlprof/nsys_profile_nsys2022.1_pytorch_pyprof_nvtx.sqlite"
+    if not path.is_file():
+        pytest.skip("../shared/corpus is not present")
+    with Store(str(tmp_path / "nsys.duckdb")) as store:
+        assert ingest_into(store, [path]).ok
+        ops = op_launches(store, 1)
+    assert sorted(ops) == ["aten::conv2d", "aten::linear", "aten::max_pool2d", "aten::relu"]
+    conv = ops["aten::conv2d"]
+    assert (
+        (conv["calls"], conv["kernels"], conv["device_ns"]) == _nsys_conv2d_oracle(path) == (2, 51, 550_682)
+    )
+
+
 # last in the file: the page keeps the app's cached connection to the database open (read-write)
 def test_framework_ops_section_on_the_compare_page(
     monkeypatch: pytest.MonkeyPatch, pair: tuple[Path, dict]
