@@ -15,7 +15,9 @@ from app.tables import show_table
 MAX_SHOWN = 1000  # rows drawn in the table and points in the roofline
 UTIL_HELP = {
     "TFLOPS": "Achieved: the op's FLOPs (from its shapes, rules/op_cost.toml) ÷ the time of those calls.",
-    "MFU %": "Achieved TFLOPS ÷ the device's dense peak for the op's dtype (rules/devices.toml).",
+    "unit": "The unit the op ran on, from its core type: vector (AI_VECTOR_CORE, MIX_AIV) or cube (AI_CORE, MIX_AIC; "
+    "a GPU's tensor cores). MFU and the ridge point are that unit's.",
+    "MFU %": "Achieved TFLOPS ÷ the dense peak of the op's unit for its dtype (rules/devices.toml).",
     "GB/s": "Achieved: the bytes the op must move (each input read once, each output written once) ÷ its time. "
     "Over 100 % of HBM means data served from L2 cache.",
     "BW %": "Achieved GB/s ÷ the device's HBM bandwidth.",
@@ -33,7 +35,7 @@ def _round(value: float | None, digits: int) -> float | None:
 def util_frame(rows: list[dict[str, Any]], label: str) -> pd.DataFrame:
     """The ops that have figures, largest time first."""
     out = [
-        {label: r["name"], "cost class": r["cost_class"], "share %": _round(r["share_pct"], 1),
+        {label: r["name"], "cost class": r["cost_class"], "unit": r.get("unit"), "share %": _round(r["share_pct"], 1),
          "TFLOPS": _round(r["achieved_tflops"], 2), "MFU %": _round(r["mfu_pct"], 1),
          "GB/s": _round(r["achieved_gbps"], 0), "BW %": _round(r["bw_pct"], 1),
          "FLOP/B": _round(r["arithmetic_intensity"], 1), "bound": r["bound"], "PMU bound": r["pmu_bound"]}
@@ -60,14 +62,20 @@ def roofline_figure(rows: list[dict[str, Any]]) -> go.Figure:
             name="ops",
         )
     )
-    roof = next((r for r in pts if r["peak_tflops"] and r["hbm_gbps"]), None)
-    if roof and pts:
-        peak, bw = roof["peak_tflops"], roof["hbm_gbps"] / 1e3  # TB/s: TFLOPS per FLOP/B
+    # one roof per unit the ops were judged on (Ascend: the cube's and the vector unit's peak)
+    roofs = {
+        (r.get("unit") or "cube", r["peak_tflops"], r["hbm_gbps"])
+        for r in pts
+        if r["peak_tflops"] and r["hbm_gbps"]
+    }
+    for unit, peak, hbm in sorted(roofs, key=lambda u: -u[1]):
+        bw = hbm / 1e3  # TB/s: TFLOPS per FLOP/B
         lo = min(min(r["arithmetic_intensity"] for r in pts), peak / bw) / 4
         hi = max(max(r["arithmetic_intensity"] for r in pts), peak / bw) * 4
         xs = [lo, peak / bw, hi]
-        fig.add_trace(go.Scatter(x=xs, y=[min(peak, x * bw) for x in xs], mode="lines", name="roof",
-                                 hovertemplate="roof %{y:.1f} TFLOPS<extra></extra>"))  # fmt: skip
+        name = "roof" if len(roofs) == 1 else f"roof ({unit})"
+        fig.add_trace(go.Scatter(x=xs, y=[min(peak, x * bw) for x in xs], mode="lines", name=name,
+                                 hovertemplate=name + " %{y:.1f} TFLOPS<extra></extra>"))  # fmt: skip
     fig.update_xaxes(type="log", title="arithmetic intensity (FLOP/byte)")
     fig.update_yaxes(type="log", title="achieved TFLOPS")
     fig.update_layout(height=420, margin={"l": 10, "r": 10, "t": 30, "b": 10})
@@ -80,8 +88,8 @@ def draw_utilization(rows: list[dict[str, Any]], label: str) -> None:
     costed = [r for r in rows if r["costed_calls"]]
     if not costed:
         st.caption(
-            "No op has FLOPs and bytes from its shapes in this run (CUDA kernels and Level0 Ascend exports carry "
-            "no shapes; rules/op_cost.toml lists the op classes with a formula)."
+            "No op has FLOPs and bytes from its shapes in this run (Level0 Ascend exports and CUDA captures without "
+            "record_shapes carry no shapes; rules/op_cost.toml lists the op classes with a formula)."
         )
         return
     peaks = sorted({r["peak_from"] for r in costed if r["peak_from"]})

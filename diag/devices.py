@@ -45,6 +45,9 @@ class Device:
     pattern: str = ""
     nominal_gib: float | None = None  # the datasheet's capacity ("64 GB" of HBM = 64 GiB)
     members: tuple[str, ...] = ()  # for a family row: the device keys it may be
+    # the Ascend vector unit's peak per dtype (AI Vector cores), for ops that run there
+    vector_tflops: dict[str, float] = field(default_factory=dict, hash=False)
+    vector_source: str = ""
 
     @property
     def memory_gib(self) -> float | None:
@@ -62,6 +65,11 @@ class Device:
         key = dtype_key(dtype)
         return self.tflops.get(key) if key else None
 
+    def vector_peak_tflops(self, dtype: str | None) -> float | None:
+        """The vector unit's peak for a dtype (Ascend AI Vector cores), else None."""
+        key = dtype_key(dtype)
+        return self.vector_tflops.get(key) if key else None
+
 
 @cache
 def _word(pattern: str) -> re.Pattern[str]:
@@ -70,6 +78,9 @@ def _word(pattern: str) -> re.Pattern[str]:
 
 def _row(raw: dict[str, Any]) -> Device:
     tflops = {k.removeprefix("tflops_"): float(v) for k, v in raw.items() if k.startswith("tflops_")}
+    vector = {
+        k.removeprefix("vector_tflops_"): float(v) for k, v in raw.items() if k.startswith("vector_tflops_")
+    }
     memory = raw.get("memory_bytes")
     return Device(
         key=raw["key"],
@@ -82,6 +93,8 @@ def _row(raw: dict[str, Any]) -> Device:
         note=raw.get("note", ""),
         pattern=raw.get("pattern", ""),
         nominal_gib=raw.get("nominal_gib") or None,  # as written (64 stays an int in JSON)
+        vector_tflops=vector,
+        vector_source=raw.get("vector_source", ""),
     )
 
 
@@ -94,6 +107,10 @@ def _family(raw: dict[str, Any], by_key: dict[str, Device]) -> Device:
 
     dtypes = set.intersection(*(set(m.tflops) for m in members)) if members else set()
     tflops = {d: v for d in sorted(dtypes) if (v := shared([m.tflops[d] for m in members])) is not None}
+    vdtypes = set.intersection(*(set(m.vector_tflops) for m in members)) if members else set()
+    vector = {
+        d: v for d in sorted(vdtypes) if (v := shared([m.vector_tflops[d] for m in members])) is not None
+    }
     return Device(
         key=raw["key"],
         name=raw["name"],
@@ -106,6 +123,7 @@ def _family(raw: dict[str, Any], by_key: dict[str, Device]) -> Device:
         pattern=raw["pattern"],
         nominal_gib=shared([m.nominal_gib for m in members]),
         members=tuple(raw["members"]),
+        vector_tflops=vector,
     )
 
 

@@ -12,6 +12,11 @@ comparison must recover ``Ascend / CUDA = factor``.
 ``--memory`` adds what ``torch.profiler.profile(profile_memory=True)`` records (``sample_traces/_cuda_memory.py``):
 ``[memory]`` instant events with a known peak allocated / reserved and the host ops that allocate, the truth
 under ``memory`` in ``ground_truth.json``.  Without it the output is what it always was, byte for byte.
+
+``--host-ops`` adds, per kernel, the framework op that launched it (with ``record_shapes``' Input Dims), its
+``cudaLaunchKernel`` and the ``ac2g`` flow (``sample_traces/_cuda_host.py``): what links a kernel to its aten op,
+for the op-to-op comparison and the CUDA FLOPs. ``ground_truth.json`` then holds ``framework_ops``: per op, its
+calls, kernels and device ns on the CUDA side. Off by default, so the committed twin stays as it is.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from diag.analyses.op_classes import classify  # noqa: E402
 from sample_traces import _long_context  # noqa: E402
+from sample_traces._cuda_host import framework_ops, host_events  # noqa: E402
 from sample_traces._cuda_memory import memory_events  # noqa: E402
 
 # Ascend time / CUDA time per op class (the slowdowns the comparison must find).
@@ -60,7 +66,7 @@ def _rows(rank_dir: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
-def generate(ascend_dir: Path, out_dir: Path, memory: bool = False) -> dict:
+def generate(ascend_dir: Path, out_dir: Path, memory: bool = False, host_ops: bool = False) -> dict:
     rank_dir = sorted(p for p in ascend_dir.iterdir() if p.name.startswith("rank0"))[0]
     rows = _rows(rank_dir)
     events: list[dict] = []
@@ -70,6 +76,8 @@ def generate(ascend_dir: Path, out_dir: Path, memory: bool = False) -> dict:
     for r in rows:
         steps[r["Step Id"]].append(r)
     corr = 0
+    fw_of = framework_ops() if host_ops else {}
+    fw_truth: dict[str, dict[str, int]] = defaultdict(lambda: {"calls": 0, "kernels": 0, "device_ns": 0})
     spans: list[tuple[Decimal, Decimal]] = []  # each step's host span (µs), where the memory events go
     for step, ops in sorted(steps.items(), key=lambda kv: int(kv[0])):
         step_start = t
@@ -102,6 +110,12 @@ def generate(ascend_dir: Path, out_dir: Path, memory: bool = False) -> dict:
                     "args": {"device": DEVICE, "stream": STREAM, "correlation": corr},
                 }
             )
+            if host_ops:
+                op = fw_of.get(r["Name"]) or fw_of[r["Type"]]
+                events += host_events(r, op, t, corr, HOST_PID, DEVICE, STREAM)
+                fw_truth[op]["calls"] += 1
+                fw_truth[op]["kernels"] += 1
+                fw_truth[op]["device_ns"] += dur_ns
             t += Decimal(dur_ns) / 1000
         t += Decimal(10)
         spans.append((step_start, t))
@@ -164,6 +178,8 @@ def generate(ascend_dir: Path, out_dir: Path, memory: bool = False) -> dict:
     }
     if mem_truth is not None:
         gt["memory"] = mem_truth
+    if host_ops:
+        gt["framework_ops"] = dict(sorted(fw_truth.items()))
     (out_dir / "ground_truth.json").write_text(json.dumps(gt, indent=1, sort_keys=True))
     return gt
 
@@ -173,6 +189,7 @@ def main() -> None:
     ap.add_argument("ascend_dir", type=Path, nargs="?")
     ap.add_argument("out_dir", type=Path, nargs="?")
     ap.add_argument("--memory", action="store_true", help="add profile_memory=True's [memory] events")
+    ap.add_argument("--host-ops", action="store_true", help="add each kernel's framework op, launch and flow")
     ap.add_argument(
         "--long-context", type=Path, metavar="OUT", help="instead: the long-context pair's CUDA side"
     )
@@ -182,7 +199,7 @@ def main() -> None:
         return
     if args.ascend_dir is None or args.out_dir is None:
         ap.error("ascend_dir and out_dir are required")
-    gt = generate(args.ascend_dir, args.out_dir, memory=args.memory)
+    gt = generate(args.ascend_dir, args.out_dir, memory=args.memory, host_ops=args.host_ops)
     print(f"wrote {args.out_dir} ({gt['steps']} steps, classes {', '.join(gt['classes'])})")
 
 

@@ -175,7 +175,10 @@ def test_ops_util_cli(decode_db: Path) -> None:
         95.7,
     )
     assert first["op_class"] == "gemm"  # the op table's keys stay, the util keys are added
-    assert doc["peaks"] == ["Ascend 910B3 (ascend-910b3), bf16 294.9 TFLOPS, HBM 1600 GB/s"]
+    assert doc["peaks"] == [
+        "Ascend 910B3 (ascend-910b3), bf16 294.9 TFLOPS, HBM 1600 GB/s",
+        "Ascend 910B3 (ascend-910b3), vector bf16 9.22 TFLOPS, HBM 1600 GB/s",  # the vector-core ops' roof
+    ]
     code, out, _ = _diag("ops", "--db", str(decode_db), "--util", "--top", "1")
     assert code == 0
     line = next(x for x in out.splitlines() if "MatMulV2" in x)
@@ -191,22 +194,91 @@ def test_ops_util_cli(decode_db: Path) -> None:
 
 def test_roofline_bound_agrees_with_the_pmu_on_real_rows(tmp_path: Path) -> None:
     """The Level2 capture (msinsight st/level2 rank 0, PipeUtilization PMU): per kernel name, the roofline class
-    and the PMU pipes' class agree on 17 of the 20 kernels that have both. The 3 others are vector-core ops whose
-    vector pipe is busy (RmsNorm, SwiGlu: vector-compute-bound, which a roofline against the cube's peak cannot
-    see) and a TensorMove whose move pipes are under half busy."""
+    (each op against the roof of the unit it ran on) and the PMU pipes' class agree on 23 of the 29 kernels that
+    have both. The fp32 vector ops (Sin, Cos, Mul…) have a ridge only against the vector unit's peak, hence 29
+    rows rather than the 20 a cube-only roofline could class. The 6 others, and why:
+    - RmsNorm, SwiGlu, Sin, Cos: vector pipe busy (aiv_vec_ratio 0.70–0.77) at ≤ 1 FLOP/B. The formulas count
+      FLOPs (4 per element for a norm, 1 for an activation); the vector unit also spends whole-width
+      instructions on bf16↔fp32 casts, reductions and the polynomial of a sin/cos, so it saturates below the
+      vector ridge (5.8 FLOP/B) — vector-instruction-bound, which no FLOP roofline sees;
+    - TensorMove (a copy: 0 FLOP/B, so memory on the roofline): its move pipes are under half busy (0.40 / 0.37);
+    - Mul (16 µs, 0.25 FLOP/B): no pipe above 0.07 — it waits (few blocks, scalar set-up), far under either roof.
+    """
     if not ST_LEVEL2.is_dir():
         pytest.skip("../shared/corpus is not present")
     with Store(str(tmp_path / "c.duckdb")) as store:
         assert ingest_into(store, [ST_LEVEL2]).ok
         store.cursor().execute("UPDATE runs SET device_name = 'Ascend910B3'")
         rows = [r for r in op_utilization(store, 1, "kernel") if r["bound"] and r["pmu_bound"]]
-    differ = sorted((r["name"], r["bound"], r["pmu_bound"]) for r in rows if r["bound"] != r["pmu_bound"])
-    assert (len(rows) - len(differ), len(rows)) == (17, 20)
+    differ = sorted(
+        (r["name"], r["unit"], r["bound"], r["pmu_bound"]) for r in rows if r["bound"] != r["pmu_bound"]
+    )
+    assert (len(rows) - len(differ), len(rows)) == (23, 29)
     assert differ == [
-        ("RmsNorm", "memory", "compute"),
-        ("SwiGlu", "memory", "compute"),
-        ("aclnnCat_TensorMoveAiCore_TensorMove", "memory", "latency"),
+        ("RmsNorm", "vector", "memory", "compute"),
+        ("SwiGlu", "vector", "memory", "compute"),
+        ("aclnnCat_TensorMoveAiCore_TensorMove", "vector", "memory", "latency"),
+        ("aclnnCos_CosAiCore_Cos", "vector", "memory", "compute"),
+        ("aclnnMul_MulAiCore_Mul", "vector", "memory", "latency"),
+        ("aclnnSin_SinAiCore_Sin", "vector", "memory", "compute"),
     ]
+
+
+VECTOR_ROWS = [  # a 2^20-element softmax of 50 µs on each core type, and an fp32 one on the vector cores
+    ("SoftmaxV2", "AI_VECTOR_CORE", "50", "1024,1024", "FLOAT16", "1024,1024", "FLOAT16"),
+    ("SoftmaxV2", "MIX_AIV", "50", "1024,1024", "FLOAT16", "1024,1024", "FLOAT16"),
+    ("SoftmaxV2", "AI_CORE", "50", "1024,1024", "FLOAT16", "1024,1024", "FLOAT16"),
+    ("SoftmaxV2", "AI_VECTOR_CORE", "50", "1024,1024", "FLOAT", "1024,1024", "FLOAT"),
+]
+
+
+@pytest.mark.parametrize(("row", "unit", "peak_field"), [
+    (VECTOR_ROWS[0], "vector", "vector_tflops_fp16"),
+    (VECTOR_ROWS[1], "vector", "vector_tflops_fp16"),
+    (VECTOR_ROWS[2], "cube", "tflops_fp16"),
+    (VECTOR_ROWS[3], "vector", "vector_tflops_fp32"),
+], ids=["aiv", "mix_aiv", "ai_core", "aiv_fp32"])  # fmt: skip
+def test_a_vector_core_op_is_judged_against_the_vector_peak(tmp_path: Path, row: tuple, unit: str,
+                                                            peak_field: str) -> None:  # fmt: skip
+    """MFU = 5 FLOP × 2^20 ÷ 50 µs ÷ the peak of the unit the row's core type names; the ridge is that unit's
+    peak ÷ HBM. An fp32 vector op has no cube peak at all: before the vector table it got no ridge, no bound."""
+    _write_run(tmp_path / "run", [row])
+    with Store(str(tmp_path / "v.duckdb")) as store:
+        assert ingest_into(store, [tmp_path / "run"]).ok
+        sm = _rows(store, "Ascend910B3")["SoftmaxV2"]
+    peak, hbm = _peak("ascend-910b3", peak_field), _peak("ascend-910b3", "hbm_gbps")
+    elem_bytes = 4 if row[4] == "FLOAT" else 2
+    assert (sm["unit"], sm["cost_class"], sm["flops"], sm["bytes"]) == (
+        unit,
+        "softmax",
+        5 << 20,
+        2 * elem_bytes << 20,
+    )
+    assert sm["mfu_pct"] == pytest.approx(100 * (5 << 20) / 50_000 / 1e3 / peak, rel=1e-12)
+    assert sm["ridge_flops_per_byte"] == pytest.approx(peak * 1e3 / hbm, rel=1e-12)
+    assert sm["bound"] == "memory"  # 1.25 (fp16) or 0.625 (fp32) FLOP/B, under either unit's ridge
+    assert sm["peak_from"] == (
+        f"Ascend 910B3 (ascend-910b3), {'vector ' if unit == 'vector' else ''}"
+        f"{'fp32' if row[4] == 'FLOAT' else 'fp16'} {peak:g} TFLOPS, HBM 1600 GB/s"
+    )
+
+
+def test_vector_peaks_are_the_platform_config_formula() -> None:
+    """vector_tflops_fp16 = vector_core_cnt × 128 lanes × 2 (FMA) × cube_freq (CANN platform_config ini);
+    fp32 and bf16 half of it. The 910B family row keeps no vector peak: its members differ."""
+    from diag.devices import device
+
+    ini = {"ascend-910b1": (48, 1850), "ascend-910b2": (48, 1800), "ascend-910b2c": (48, 1800),
+           "ascend-910b3": (40, 1800), "ascend-910b4": (40, 1500), "ascend-910c-die": (48, 1850)}  # fmt: skip
+    for key, (cores, mhz) in ini.items():
+        dev = device(key)
+        assert dev is not None and dev.vector_source.startswith("CANN 8.1.RC1 platform_config"), key
+        fp16 = cores * 128 * 2 * mhz / 1e6
+        assert dev.vector_tflops == pytest.approx(
+            {"fp16": fp16, "bf16": fp16 / 2, "fp32": fp16 / 2}, abs=0.006
+        )
+    assert device("ascend-910b").vector_tflops == {}
+    assert device("ascend-910a").vector_tflops == {} and device("nvidia-h100-sxm").vector_tflops == {}
 
 
 def test_utilization_section_on_the_ops_page(monkeypatch: pytest.MonkeyPatch, decode_db: Path) -> None:
@@ -216,7 +288,10 @@ def test_utilization_section_on_the_ops_page(monkeypatch: pytest.MonkeyPatch, de
     assert not at.exception, at.exception
     assert "Utilization" in [h.value for h in at.subheader]
     caption = next(c.value for c in at.caption if c.value.startswith("Peaks: "))
-    assert caption.startswith("Peaks: Ascend 910B3 (ascend-910b3), bf16 294.9 TFLOPS, HBM 1600 GB/s.")
+    assert caption.startswith(
+        "Peaks: Ascend 910B3 (ascend-910b3), bf16 294.9 TFLOPS, HBM 1600 GB/s; "
+        "Ascend 910B3 (ascend-910b3), vector bf16 9.22 TFLOPS, HBM 1600 GB/s."
+    )
     frame = next(d.value for d in at.dataframe if "MFU %" in d.value.columns)
     first = frame.iloc[0]
     assert (first["op type"], first["MFU %"], first["BW %"], first["bound"]) == (
@@ -225,6 +300,11 @@ def test_utilization_section_on_the_ops_page(monkeypatch: pytest.MonkeyPatch, de
         95.7,
         "memory",
     )
+    units = dict(zip(frame["op type"], frame["unit"], strict=True))
+    assert (units["MatMulV2"], units["RmsNorm"], units["SwiGlu"]) == ("cube", "vector", "vector")
+    roofline = json.loads(next(c.proto.spec for c in at.get("plotly_chart") if "ops_roofline" in c.proto.id))
+    roofs = [(tr["name"], tr["y"][1]) for tr in roofline["data"] if tr["name"].startswith("roof")]
+    assert roofs == [("roof (cube)", 294.9), ("roof (vector)", 9.22)]  # each flat at its unit's bf16 peak
 
 
 def test_ncu_speed_of_light_bound_on_a_real_capture(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ import streamlit as st
 
 from app import data, memory_widgets, state, widgets
 from app.before_after_widgets import before_after_section
+from app.framework_ops_widgets import framework_ops_section
 from app.glossary import help_for
 from app.scaling_widgets import scaling_section
 from app.tables import show_table
@@ -148,4 +149,5 @@ if serving:
         st.error(line)
     show_table(widgets.serving_comparison_frame(serving))
 scaling_section(fp, run_a, run_b, label)  # time against sequence / KV length (#20)
+framework_ops_section(fp, run_a, run_b)  # which framework op got slower: its kernels on both sides (#20)
 before_after_section(fp, run_a, run_b)  # two runs of one platform: before (A) / after (B) (#21)

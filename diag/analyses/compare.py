@@ -23,6 +23,7 @@ from typing import Any
 from diag.analyses import op_classes
 from diag.analyses.compare_memory import memory_block
 from diag.analyses.counts import KernelCounts, kernel_counts, unique_tasks_sql
+from diag.analyses.framework_ops import framework_op_table
 from diag.analyses.kernel_summary import (
     KERNEL_SUMMARY,
     SUMMARY_REPORTS,
@@ -83,6 +84,8 @@ class Comparison:
     counts_a: KernelCounts | None = None
     counts_b: KernelCounts | None = None
     memory: dict[str, Any] | None = None  # {"a": {...}, "b": {...}}: diag.analyses.compare_memory
+    # per framework op (aten / torch_npu / custom), its kernels on each side: diag.analyses.framework_ops
+    framework_ops: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -303,6 +306,7 @@ def compare(store: Store, run_a: int, run_b: int) -> Comparison:
         counts_a=counts_a,
         counts_b=counts_b,
         memory=memory_block(store, run_a, run_b),
+        framework_ops=framework_op_table(store, run_a, run_b, 0 if summary_a else sa, 0 if summary_b else sb),
     )
 
 

@@ -7,10 +7,17 @@ Per call, FLOPs and bytes come from the shapes and dtypes by the op's class in `
 device's dense peak for the op's first input dtype (``diag/rules/devices.toml``), ``bw_pct`` = achieved GB/s ÷
 ``hbm_gbps``, ``arithmetic_intensity`` = FLOPs ÷ bytes.
 
+``unit``: the compute unit the op ran on, from its calls' core type (kernel_details "Accelerator Core", the GE
+task type): ``vector`` for AI_VECTOR_CORE and MIX_AIV (a mixed kernel led by its vector part), else ``cube``
+(AI_CORE, MIX_AIC, and GPU kernels: the tensor-core peak). A vector op is judged against the vector unit's
+peak (``vector_tflops_<dtype>`` in the device table): its ``mfu_pct`` and ridge point are the vector unit's,
+since a norm or a SwiGlu cannot reach the cube's peak whatever it does.
+
 ``bound``: ``latency`` when a call lasts under ``[utilization] latency_max_mean_us`` on average (launch and ramp
-dominate: neither roof can be reached); else ``compute`` when the intensity is at least the device's ridge point
-(peak FLOP/s ÷ bytes/s), else ``memory``. Without a known device (or peak for the dtype) there is no ridge: the
-bound is left out, never guessed from another device, and ``peak_from`` says why.
+dominate: neither roof can be reached); else ``compute`` when the intensity is at least the ridge point of the
+op's unit (its peak FLOP/s ÷ bytes/s), else ``memory``. Without a known device (or peak for the dtype on that
+unit) there is no ridge: the bound is left out, never guessed from another device or unit, and ``peak_from``
+says why.
 
 ``pmu_bound`` reads the PMU columns of kernel_details (duration-weighted over the op's calls): ``compute`` when
 the busiest compute pipe (``aic_mac_ratio`` cube, ``aiv_vec_ratio`` vector) is busy at least ``pmu_busy_ratio``
@@ -18,8 +25,10 @@ of the cycles, else ``memory`` when a data-move pipe from/to global memory (``ai
 ``aiv_mte2_ratio``, ``aiv_mte3_ratio``) is, else ``latency`` (scalar, sync, waits). A busy MTE2 beside a busy
 cube is a fed cube (double buffering), so the compute pipes are read first.
 
-All row work is SQL over the ``kernels`` table (Ascend kernel_details / op_summary): CUDA kernel rows carry no
-shapes, so a CUDA run gets calls and time but no figures.
+All row work is SQL over the ``kernels`` table (Ascend kernel_details / op_summary), or for a CUDA run over its
+kernels with the shapes of the aten op that launched each (``diag.analyses.op_util_cuda``: Kineto ``record_shapes``;
+a capture without them, or nsys, gets calls and time but no figures). A CUDA op is grouped by kernel name, as the
+op table groups a CUDA run.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from typing import Any
 
 from diag.analyses.counts import OP_TYPE_SQL
 from diag.analyses.finding import thresholds
+from diag.analyses.op_util_cuda import cuda_kernel_rows_sql, has_cuda_kernels_only
 from diag.devices import Device, device_for_run, dtype_key
 from diag.sql_text import SqlFragment
 from diag.store import Store
@@ -44,8 +54,9 @@ PMU_MEMORY = ("aic_mte2_ratio", "aiv_mte2_ratio", "aiv_mte3_ratio")
 UTIL_KEYS = (
     "cost_class", "costed_calls", "flops", "bytes", "achieved_tflops", "achieved_gbps", "mfu_pct", "bw_pct",
     "bound_pct", "arithmetic_intensity", "ridge_flops_per_byte", "bound", "pmu_bound", "peak_from", "m_min", "m_max",
-    "peak_tflops", "hbm_gbps",
+    "peak_tflops", "hbm_gbps", "unit",
 )  # fmt: skip
+VECTOR_CORES = ("AI_VECTOR_CORE", "MIX_AIV")
 
 __all__ = [
     "BY",
@@ -169,11 +180,16 @@ def _pmu_sql(metric: str) -> str:
     return f"sum({v} * dur_ns) / nullif(sum(dur_ns) FILTER (WHERE {v} IS NOT NULL), 0)"
 
 
-def _util_sql(by: str) -> str:
-    key = OP_TYPE_SQL if by == "op" else "name"
-    source = SqlFragment("""SELECT DISTINCT ON (name, start_ns) name, op_type AS op, dur_ns, input_shapes, input_dtypes,
-                       output_shapes, output_dtypes, file_id, pmu_values
-                FROM kernels WHERE run_id = $run""")
+KERNEL_ROWS = SqlFragment("""SELECT DISTINCT ON (name, start_ns) name, op_type AS op, dur_ns, input_shapes, input_dtypes,
+                   output_shapes, output_dtypes, file_id, pmu_values, upper(accelerator_core) AS core
+            FROM kernels WHERE run_id = $run""")
+
+
+def _util_sql(by: str, cuda: bool = False) -> str:
+    """The per-op SQL over the run's kernels rows, or (``cuda``) its CUDA kernels with their aten op's shapes,
+    grouped by kernel name as the op table groups a CUDA run (diag.analyses.op_util_cuda)."""
+    key = "name" if cuda or by != "op" else OP_TYPE_SQL
+    source = cuda_kernel_rows_sql() if cuda else KERNEL_ROWS
     costed = "flops IS NOT NULL AND bytes IS NOT NULL AND dur_ns > 0"
     matmul = f"cost_class IN {MATMUL_CLASSES}"
     pmu = ", ".join(_pmu_sql(m) for m in PMU_COMPUTE + PMU_MEMORY)
@@ -185,7 +201,7 @@ def _util_sql(by: str) -> str:
                sum(flops) FILTER (WHERE {costed}), sum(bytes) FILTER (WHERE {costed}),
                mode(dtype0) FILTER (WHERE {costed}), mode(cost_class),
                min(o0[-2]) FILTER (WHERE {matmul} AND {costed}), max(o0[-2]) FILTER (WHERE {matmul} AND {costed}),
-               {pmu}
+               mode(core), {pmu}
         FROM p GROUP BY 1 ORDER BY 3 DESC, 1"""
 
 
@@ -201,15 +217,23 @@ def pmu_bound(ratios: dict[str, float | None], busy: float) -> str | None:
     return "latency"
 
 
-def _peak_from(dev: Device | None, where: str, dtype: str | None) -> tuple[float | None, float | None, str]:
-    """(peak TFLOPS, HBM GB/s, what a reader is told about where they come from)."""
+def unit_of(core: str | None) -> str:
+    """vector | cube: the unit whose peak an op with this core type (GE task type) is judged against."""
+    return "vector" if (core or "").upper() in VECTOR_CORES else "cube"
+
+
+def _peak_from(
+    dev: Device | None, where: str, dtype: str | None, unit: str = "cube"
+) -> tuple[float | None, float | None, str]:
+    """(peak TFLOPS of the unit, HBM GB/s, what a reader is told about where they come from)."""
     if dev is None:
         return None, None, f"device not known ({where})"
-    peak = dev.peak_tflops(dtype)
+    peak = dev.vector_peak_tflops(dtype) if unit == "vector" else dev.peak_tflops(dtype)
     hbm = dev.hbm_gbps
     key = dtype_key(dtype) or dtype or "—"
+    what = f"vector {key}" if unit == "vector" else key
     parts = [f"{dev.name} ({dev.key})"]
-    parts.append(f"{key} {peak:g} TFLOPS" if peak else f"no {key} peak in the device table")
+    parts.append(f"{what} {peak:g} TFLOPS" if peak else f"no {what} peak in the device table")
     parts.append(f"HBM {hbm:g} GB/s" if hbm else "no HBM bandwidth in the device table")
     return peak, hbm, ", ".join(parts)
 
@@ -227,8 +251,9 @@ def _bound(
 
 
 def _figures(row: tuple, dev: Device | None, where: str, s: dict[str, Any]) -> dict[str, Any]:
-    _key, _calls, _total, costed, costed_ns, flops, nbytes, dtype, cls, m_min, m_max, *pmu = row
-    peak, hbm, peak_from = _peak_from(dev, where, dtype)
+    _key, _calls, _total, costed, costed_ns, flops, nbytes, dtype, cls, m_min, m_max, core, *pmu = row
+    unit = unit_of(core)
+    peak, hbm, peak_from = _peak_from(dev, where, dtype, unit)
     tflops = flops / costed_ns / 1e3 if costed_ns else None  # FLOP/ns = GFLOP/s
     gbps = nbytes / costed_ns if costed_ns else None  # byte/ns = GB/s
     mfu = 100.0 * tflops / peak if tflops is not None and peak else None
@@ -256,6 +281,7 @@ def _figures(row: tuple, dev: Device | None, where: str, s: dict[str, Any]) -> d
         "m_max": None if m_max is None else int(m_max),
         "peak_tflops": peak,
         "hbm_gbps": hbm,
+        "unit": unit,
         "dtype": dtype_key(dtype) or dtype,
         **ratios,
     }
@@ -267,7 +293,8 @@ def op_utilization(store: Store, run_id: int, by: str = "op") -> list[dict[str, 
         raise ValueError(f"utilization is per op or per kernel, not by {by!r}")
     dev, where = device_for_run(store.cursor(), run_id)
     settings = utilization_settings()
-    got = store.cursor().execute(_util_sql(by), {"run": run_id}).fetchall()
+    cuda = has_cuda_kernels_only(store.cursor(), run_id)
+    got = store.cursor().execute(_util_sql(by, cuda), {"run": run_id}).fetchall()
     whole = sum(r[2] for r in got)
     out = []
     for row in got:

@@ -34,7 +34,9 @@ def _title(r: dict[str, Any], small_m: int) -> str:
             f"{r['name']} at {r['mfu_pct']:.0f} % of peak {dtype} TFLOPS with M = {m}: decode-sized ({share})"
         )
     if r["bound"] == "compute":
-        return f"{r['name']} at {r['mfu_pct']:.0f} % of peak {dtype} TFLOPS, compute-bound by its shapes ({share})"
+        unit = "vector " if r.get("unit") == "vector" else ""  # judged against the vector unit's peak
+        peak = f"peak {unit}{dtype} TFLOPS"
+        return f"{r['name']} at {r['mfu_pct']:.0f} % of {peak}, compute-bound by its shapes ({share})"
     return f"{r['name']} at {r['bw_pct']:.0f} % of HBM bandwidth, memory-bound by its shapes ({share})"
 
 
@@ -58,7 +60,7 @@ def _judged(r: dict[str, Any], s: dict[str, Any]) -> str | None:
 def _evidence(r: dict[str, Any]) -> dict[str, Any]:
     keys = ("name", "calls", "total_ns", "share_pct", "cost_class", "flops", "bytes", "achieved_tflops",
             "achieved_gbps", "mfu_pct", "bw_pct", "arithmetic_intensity", "ridge_flops_per_byte", "bound",
-            "pmu_bound", "peak_from", "m_min", "m_max")  # fmt: skip
+            "pmu_bound", "peak_from", "m_min", "m_max", "unit")  # fmt: skip
     return {k: r.get(k) for k in keys}
 
 

@@ -13,6 +13,7 @@ from diag.analyses.compare_memory import has_memory, memory_rows
 from diag.commands._before_after import print_before_after
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
 from diag.commands._format import cell, escape, fmt_count, fmt_ms, fmt_num, fmt_ratio, table
+from diag.commands._framework_ops import print_framework_ops
 from diag.errors import DiagError
 from diag.store import Store
 
@@ -83,6 +84,7 @@ def _print(result: Comparison) -> None:
             f"({fmt_ms(loss['per_step_a_ms'])} vs {fmt_ms(loss['per_step_b_ms'])} ms)"
         )
     _print_memory(result)
+    print_framework_ops(result.framework_ops)
 
 
 def _print_memory(result: Comparison) -> None:

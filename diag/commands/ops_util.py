@@ -47,8 +47,11 @@ def print_util(run_id: int, by: str, rows: list[dict[str, Any]], total_rows: int
     out.print(tbl)
     if total_rows > len(rows):
         out.print(f"{total_rows - len(rows)} more row(s): --top 0 shows every row")
-    for peak in _peaks(rows) or ["no op has FLOPs and bytes from its shapes (CUDA kernels carry none)"]:
+    for peak in _peaks(rows) or [
+        "no op has FLOPs and bytes from its shapes (CUDA: none unless record_shapes)"
+    ]:
         out.print(escape(f"peaks: {peak}"))
-    out.print(escape("MFU: achieved ÷ the dense peak of the op's dtype; BW: achieved ÷ HBM bandwidth; bound: latency "
-                     "when calls average under [utilization] latency_max_mean_us, else the roofline side of the ridge "
-                     "point (peak FLOP/s ÷ bytes/s)"))  # fmt: skip
+    out.print(escape("MFU: achieved ÷ the dense peak for the op's dtype of the unit it ran on (vector-core ops: "
+                     "the vector unit's); BW: achieved ÷ HBM bandwidth; bound: latency when calls average under "
+                     "[utilization] latency_max_mean_us, else the roofline side of the ridge point (peak FLOP/s ÷ "
+                     "bytes/s)"))  # fmt: skip
