@@ -252,3 +252,20 @@ def test_findings_in_chinese_on_the_cli_with_the_same_json_keys_and_codes(aicpu_
     assert en[0]["title"] == "Device idle 84.1% of the time (6 gaps ≥ 500 µs)"
     assert [f["impact_pct"] for f in zh] == [f["impact_pct"] for f in en]
     assert zh[4]["suggestion"] == "优先优化排在最前面的算子：它们决定了任何优化最多能省下多少时间。"
+
+
+def test_findings_page_follows_the_language_switch(monkeypatch: pytest.MonkeyPatch, aicpu_db: Path):
+    """The app caches results by the database fingerprint: the language is part of it, so switching to 中文
+    after an English visit shows the findings in Chinese, not the cached English ones."""
+    from tests.conftest import open_page
+
+    def shown(at) -> str:  # noqa: ANN001
+        return "\n".join(m.value for m in at.markdown)
+
+    at = open_page(monkeypatch, aicpu_db, "app_pages/06_findings.py")
+    assert "**Device idle 84.1% of the time (6 gaps ≥ 500 µs)**" in shown(at)
+    at.session_state["lang"] = "zh"
+    at.run()
+    assert not at.exception, at.exception
+    assert "**设备空闲占 84.1% 的时间（6 个 ≥ 500 µs 的空闲间隔）**" in shown(at)
+    assert "Device idle" not in shown(at)
