@@ -9,12 +9,10 @@ suggestions in diag/i18n/{en,zh}.findings.toml keyed ``finding.<code>.*``, advic
 from __future__ import annotations
 
 import ast
+import csv
 import json
-import os
 import re
 import string
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
@@ -197,6 +195,17 @@ def test_every_advice_text_has_chinese_naming_the_same_settings():
     assert checked == 9 * 3 + 10 * 3 + 2  # advice.toml, memory_advice.toml, moe_advice.toml (no ROCm text)
 
 
+def test_ai_cpu_hints_and_shape_fixes_have_chinese_naming_the_same_settings():
+    with open(RULES_DIR / "fallback_hints.csv", encoding="utf-8") as fh:
+        hints = list(csv.DictReader(line for line in fh if not line.startswith("#")))
+    with open(RULES_DIR / "shape_fixes.toml", "rb") as fh:
+        fixes = tomllib.load(fh)["fix"]
+    pairs = [(h["hint"], h["hint_zh"]) for h in hints] + [(f["text"], f["text_zh"]) for f in fixes]
+    assert len(pairs) == 9 + 6
+    for en, zh in pairs:
+        assert CJK.search(zh) and _settings(en) <= _settings(zh), en
+
+
 def test_every_owner_rule_has_chinese_reason_and_steps():
     rules = owners.owner_rules()["rule"]
     for i, rule in enumerate(rules):
@@ -231,20 +240,28 @@ def aicpu_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def _findings(db: Path, lang: str, *args: str) -> str:
-    env = {**os.environ, "DIAG_LANG": lang, "COLUMNS": "250"}
-    cmd = [sys.executable, "-m", "diag.cli", "findings", "--db", str(db), *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
+def _findings(capsys, monkeypatch, db: Path, lang: str, *args: str) -> str:  # noqa: ANN001
+    """``diag findings`` in-process with ``$DIAG_LANG`` = ``lang`` (a wide terminal: one table row per line)."""
+    from diag.cli import main
+
+    monkeypatch.setenv("DIAG_LANG", lang)
+    monkeypatch.setenv("COLUMNS", "250")
+    set_language(None)
+    assert main(["findings", "--db", str(db), *args]) == 0
+    return capsys.readouterr().out
 
 
-def test_findings_in_chinese_on_the_cli_with_the_same_json_keys_and_codes(aicpu_db: Path):
-    text = _findings(aicpu_db, "zh")
+def test_findings_in_chinese_on_the_cli_with_the_same_json_keys_and_codes(
+    capsys, monkeypatch, aicpu_db: Path
+):  # noqa: ANN001
+    text = _findings(capsys, monkeypatch, aicpu_db, "zh")
     assert "设备空闲占 84.1% 的时间（6 个 ≥ 500 µs 的空闲间隔）" in text
     assert "2 个 AI_CPU 任务（算子回退到 AI CPU 执行）：Cast×2 — 占设备时间的 2.91%" in text
     assert "Device idle" not in text
-    en, zh = (json.loads(_findings(aicpu_db, lang, "--json"))["findings"] for lang in ("en", "zh"))
+    en, zh = (
+        json.loads(_findings(capsys, monkeypatch, aicpu_db, lang, "--json"))["findings"]
+        for lang in ("en", "zh")
+    )
     assert [list(f) for f in zh] == [list(f) for f in en]
     assert [f["code"] for f in zh] == [f["code"] for f in en] == [
         "idle.gaps", "host_sync.idle", "data_movement.exposed", "cpu_fallback.aicpu_ops", "top_ops.by_device_time",
@@ -252,6 +269,9 @@ def test_findings_in_chinese_on_the_cli_with_the_same_json_keys_and_codes(aicpu_
     assert en[0]["title"] == "Device idle 84.1% of the time (6 gaps ≥ 500 µs)"
     assert [f["impact_pct"] for f in zh] == [f["impact_pct"] for f in en]
     assert zh[4]["suggestion"] == "优先优化排在最前面的算子：它们决定了任何优化最多能省下多少时间。"
+    assert zh[3]["suggestion"].startswith(
+        "该算子在 AI CPU（而非 AI Core）上执行"
+    )  # rules/fallback_hints.csv hint_zh
 
 
 def test_findings_page_follows_the_language_switch(monkeypatch: pytest.MonkeyPatch, aicpu_db: Path):

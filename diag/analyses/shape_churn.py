@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from diag.analyses.scaling import step_lengths
+from diag.i18n import current_language
 from diag.i18n import t as tr
 from diag.store import Store
 
@@ -121,7 +122,12 @@ def churn(store: Store, run_id: int) -> dict[str, Any]:
 def fixes(platform: str) -> list[dict[str, str]]:
     """The settings that fix shapes on ``platform`` ('rocm' reads as 'cuda'), with their sources."""
     p = "cuda" if platform in ("cuda", "rocm") else "ascend"
-    return [{"text": f["text"], "source": f["source"]} for f in rules()["fix"] if p in f["platforms"]]
+    lang = f"text_{current_language()}"  # text_zh beside the English text
+    return [
+        {"text": f.get(lang) or f["text"], "source": f["source"]}
+        for f in rules()["fix"]
+        if p in f["platforms"]
+    ]
 
 
 def _capture_ns(store: Store, run_id: int) -> int:
