@@ -67,7 +67,7 @@ SNAPSHOT = {
 }
 # Names that must reach the Chinese text unchanged: environment variables, CLI options, key=value settings.
 SETTING = re.compile(
-    r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b|--[a-z][a-z0-9-]+|\b[a-z_]+=[A-Za-z0-9_:.]*[A-Za-z0-9_]"
+    r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+(?:=[A-Za-z0-9_:.]*[A-Za-z0-9_])?\b|--[a-z][a-z0-9-]+|\b[a-z_]+=[A-Za-z0-9_:.]*[A-Za-z0-9_]"
 )
 
 
@@ -153,8 +153,10 @@ def _fields(text: str) -> list[tuple[str, str]]:
 
 
 def _words(text: str) -> bool:
-    """Whether ``text`` has words of its own (not only placeholders and punctuation)."""
-    return bool(re.search(r"[A-Za-z]{2,}", re.sub(r"\{[^}]*\}", "", text)))
+    """Whether ``text`` has words of its own (not only placeholders, settings, shell verbs and punctuation): then
+    its Chinese must hold Chinese."""
+    bare = re.sub(r"\b(?:export|unset)\b", "", SETTING.sub("", re.sub(r"\{[^}]*\}", "", text)))
+    return bool(re.search(r"[A-Za-z]{2,}", bare))
 
 
 def test_every_code_has_its_texts_in_both_languages_with_the_same_placeholders():
@@ -195,15 +197,18 @@ def test_every_advice_text_has_chinese_naming_the_same_settings():
     assert checked == 9 * 3 + 10 * 3 + 2  # advice.toml, memory_advice.toml, moe_advice.toml (no ROCm text)
 
 
-def test_ai_cpu_hints_and_shape_fixes_have_chinese_naming_the_same_settings():
+def test_ai_cpu_hints_shape_fixes_and_env_checks_have_chinese_naming_the_same_settings():
     with open(RULES_DIR / "fallback_hints.csv", encoding="utf-8") as fh:
         hints = list(csv.DictReader(line for line in fh if not line.startswith("#")))
     with open(RULES_DIR / "shape_fixes.toml", "rb") as fh:
         fixes = tomllib.load(fh)["fix"]
+    with open(RULES_DIR / "env_checks.toml", "rb") as fh:
+        checks = tomllib.load(fh)["check"]
     pairs = [(h["hint"], h["hint_zh"]) for h in hints] + [(f["text"], f["text_zh"]) for f in fixes]
-    assert len(pairs) == 9 + 6
+    pairs += [(c[k], c[f"{k}_zh"]) for c in checks for k in ("cost", "advice")]
+    assert len(pairs) == 9 + 6 + 20 * 2
     for en, zh in pairs:
-        assert CJK.search(zh) and _settings(en) <= _settings(zh), en
+        assert (CJK.search(zh) or not _words(en)) and _settings(en) <= _settings(zh), en
 
 
 def test_every_owner_rule_has_chinese_reason_and_steps():

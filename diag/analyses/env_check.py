@@ -20,6 +20,7 @@ from diag.analyses.finding import Finding
 from diag.analyses.postmortem_env import json_value
 from diag.analyses.version_matrix import COMPONENTS, LABELS, check_versions
 from diag.errors import DiagError
+from diag.i18n import current_language
 from diag.i18n import t as tr
 from diag.store import Store
 
@@ -191,8 +192,8 @@ def check_settings(observed: list[dict[str, str]], platforms: set[str]) -> list[
                     **ob,
                     "status": c["status"],
                     "severity": c["severity"],
-                    "cost": c["cost"],
-                    "advice": c["advice"],
+                    "cost": c.get(f"cost_{current_language()}") or c["cost"],  # cost_zh beside the English
+                    "advice": c.get(f"advice_{current_language()}") or c["advice"],
                     "owner": "config",
                     "source": rules["sources"][c["source"]],
                 }
