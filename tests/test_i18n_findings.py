@@ -294,3 +294,28 @@ def test_findings_page_follows_the_language_switch(monkeypatch: pytest.MonkeyPat
     assert not at.exception, at.exception
     assert "**设备空闲占 84.1% 的时间（6 个 ≥ 500 µs 的空闲间隔）**" in shown(at)
     assert "Device idle" not in shown(at)
+
+
+def test_slow_rank_in_both_languages_with_the_same_figures():
+    from diag.analyses.cluster_findings import rank_findings
+    from diag.analyses.finding import thresholds
+
+    def ranks() -> list[dict]:  # rank 3 computes 20 ms more over 4 steps; the others wait 8 ms at collectives
+        return [{"rank": i, "run_id": i + 1, "steps": 4, "step_ns": 40_000_000 + (20_000_000 if i == 3 else i * 100_000),
+                 "computing_ns": 30_000_000 + (20_000_000 if i == 3 else i * 100_000),
+                 "wait_ns": 1_000_000 if i == 3 else 8_000_000, "comm_not_overlapped_ns": 1_000_000}
+                for i in range(4)]  # fmt: skip
+
+    t = thresholds()["cluster"]
+    (en,) = rank_findings(ranks(), t, {})
+    set_language("zh")
+    (zh,) = rank_findings(ranks(), t, {})
+    assert en.code == zh.code == "cluster.slow_rank"
+    assert en.title == ("Slow rank 3: computing +65.8% over the job's median (12.5 ms vs 7.5 ms per step); the other "
+                        "ranks wait 7.0 ms more at collectives")  # fmt: skip
+    assert (
+        zh.title
+        == "慢 rank 3：计算时间超出作业中位数 +65.8%（每迭代 12.5 ms，中位数为 7.5 ms）；其他 rank 在集合通信上多等待 7.0 ms"
+    )
+    assert zh.suggestion.startswith("先看 rank 3：它的计算时间是整个作业的瓶颈")
+    assert (zh.impact_ns, zh.impact_pct, zh.evidence) == (en.impact_ns, en.impact_pct, en.evidence)
