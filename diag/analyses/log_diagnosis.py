@@ -55,7 +55,7 @@ from diag.analyses.log_queries import (  # noqa: F401  (re-exported: the pages' 
     split_ref,
 )
 from diag.analyses.log_rule_files import merged_rule_data
-from diag.i18n import t as tr
+from diag.i18n import t
 from diag.store import Store
 
 RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
@@ -375,11 +375,11 @@ def log_findings(store: Store, run_id: int | None = None) -> list[Finding]:
     out, key = [], "finding.log.root_cause"  # its texts: diag/i18n/*.findings.toml
     for rc in root_causes(store, run_id):
         first = rc.evidence[0] if rc.evidence else None
-        where = tr(f"{key}.title_where", ranks=", ".join(map(str, rc.ranks))) if rc.ranks else ""
-        echo = tr(f"{key}.title_echo", echo_of=rc.echo_of) if rc.echo_of else ""
+        where = t(f"{key}.title_where", ranks=", ".join(map(str, rc.ranks))) if rc.ranks else ""
+        echo = t(f"{key}.title_echo", echo_of=rc.echo_of) if rc.echo_of else ""
         line = rc.key_line or (first.raw.splitlines()[0][:160] if first else "")
-        title = tr(f"{key}.title", rank=rc.rank, title=rc.title, where=where, count=rc.count, echo=echo,
-                   line=line)  # fmt: skip
+        title = t(f"{key}.title", rank=rc.rank, title=rc.title, where=where, count=rc.count, echo=echo,
+                  line=line)  # fmt: skip
         out.append(
             Finding(
                 run_id,  # type: ignore[arg-type]
