@@ -319,3 +319,26 @@ def test_slow_rank_in_both_languages_with_the_same_figures():
     )
     assert zh.suggestion.startswith("先看 rank 3：它的计算时间是整个作业的瓶颈")
     assert (zh.impact_ns, zh.impact_pct, zh.evidence) == (en.impact_ns, en.impact_pct, en.evidence)
+
+
+def test_utilization_titles_in_both_languages():
+    from diag.analyses.op_util_findings import _title
+
+    op = {"name": "RmsNorm", "share_pct": 22.4, "dtype": "bf16", "cost_class": "norm", "m_max": None,
+          "bound": "compute", "mfu_pct": 6.6, "bw_pct": 31.0}  # fmt: skip
+    assert (
+        _title(op, 64)
+        == "RmsNorm at 7 % of peak bf16 TFLOPS, compute-bound by its shapes (22 % of kernel time)"
+    )
+    assert _title({**op, "unit": "vector"}, 64).startswith("RmsNorm at 7 % of peak vector bf16 TFLOPS,")
+    assert _title({**op, "bound": "memory"}, 64) == (
+        "RmsNorm at 31 % of HBM bandwidth, memory-bound by its shapes (22 % of kernel time)")  # fmt: skip
+    set_language("zh")
+    assert (
+        _title(op, 64)
+        == "RmsNorm 仅达到峰值 bf16 TFLOPS 的 7 %，按其 shape 属计算受限（占 kernel 时间的 22 %）"
+    )
+    assert (
+        _title({**op, "bound": "memory"}, 64)
+        == "RmsNorm 仅达到 HBM 带宽的 31 %，按其 shape 属访存受限（占 kernel 时间的 22 %）"
+    )

@@ -37,8 +37,10 @@ def _title(r: dict[str, Any], small_m: int) -> str:
         return tr(f"finding.{CODES['matmul_small_m']}.title", name=r["name"], mfu=r["mfu_pct"], dtype=dtype, m=m,
                   share=share)  # fmt: skip
     if r["bound"] == "compute":
+        unit = tr("finding_text.util_vector_unit") if r.get("unit") == "vector" else ""
+        peak = tr("finding_text.util_peak", unit=unit, dtype=dtype)
         return tr(
-            f"finding.{CODES['compute']}.title", name=r["name"], mfu=r["mfu_pct"], dtype=dtype, share=share
+            f"finding.{CODES['compute']}.title", name=r["name"], mfu=r["mfu_pct"], peak=peak, share=share
         )
     return tr(f"finding.{CODES['memory']}.title", name=r["name"], bw=r["bw_pct"], share=share)
 
