@@ -338,6 +338,7 @@ def test_utilization_titles_in_both_languages():
         _title(op, 64)
         == "RmsNorm 仅达到峰值 bf16 TFLOPS 的 7 %，按其 shape 属计算受限（占 kernel 时间的 22 %）"
     )
+    assert _title({**op, "unit": "vector"}, 64).startswith("RmsNorm 仅达到Vector 单元峰值 bf16 TFLOPS 的 7 %")
     assert (
         _title({**op, "bound": "memory"}, 64)
         == "RmsNorm 仅达到 HBM 带宽的 31 %，按其 shape 属访存受限（占 kernel 时间的 22 %）"
