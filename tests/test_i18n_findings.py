@@ -197,7 +197,7 @@ def test_every_advice_text_has_chinese_naming_the_same_settings():
     assert checked == 9 * 3 + 10 * 3 + 2  # advice.toml, memory_advice.toml, moe_advice.toml (no ROCm text)
 
 
-def test_ai_cpu_hints_shape_fixes_and_env_checks_have_chinese_naming_the_same_settings():
+def test_ai_cpu_hints_shape_fixes_env_checks_and_op_advice_have_chinese_naming_the_same_settings():
     with open(RULES_DIR / "fallback_hints.csv", encoding="utf-8") as fh:
         hints = list(csv.DictReader(line for line in fh if not line.startswith("#")))
     with open(RULES_DIR / "shape_fixes.toml", "rb") as fh:
@@ -206,7 +206,10 @@ def test_ai_cpu_hints_shape_fixes_and_env_checks_have_chinese_naming_the_same_se
         checks = tomllib.load(fh)["check"]
     pairs = [(h["hint"], h["hint_zh"]) for h in hints] + [(f["text"], f["text_zh"]) for f in fixes]
     pairs += [(c[k], c[f"{k}_zh"]) for c in checks for k in ("cost", "advice")]
-    assert len(pairs) == 9 + 6 + 20 * 2
+    with open(RULES_DIR / "op_cost.toml", "rb") as fh:
+        util = tomllib.load(fh)["advice"]  # the utilization findings' suggestions
+    pairs += [(util[k], util[f"{k}_zh"]) for k in ("matmul_small_m", "memory", "compute")]
+    assert len(pairs) == 9 + 6 + 20 * 2 + 3
     for en, zh in pairs:
         assert (CJK.search(zh) or not _words(en)) and _settings(en) <= _settings(zh), en
 

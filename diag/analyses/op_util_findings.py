@@ -20,6 +20,7 @@ from diag.analyses.finding import Finding, thresholds
 from diag.analyses.finding import pct as _pct
 from diag.analyses.finding import severity as _severity
 from diag.analyses.op_util import MATMUL_CLASSES, op_cost_rules, op_utilization
+from diag.i18n import current_language
 from diag.i18n import t as tr
 from diag.store import Store
 
@@ -91,7 +92,7 @@ def utilization_findings(store: Store, run_id: int, e2e: int) -> list[Finding]:
         pct = _pct(r["total_ns"], e2e)
         out.append(
             Finding(run_id, CATEGORY, _severity(pct, t), _title(r, s["small_m"]), pct, r["total_ns"],
-                    _evidence(r), advice[key], code=CODES[key])
+                    _evidence(r), advice.get(f"{key}_{current_language()}") or advice[key], code=CODES[key])
         )  # fmt: skip
         if len(out) >= s["max_ops"]:
             break
