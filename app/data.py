@@ -60,7 +60,9 @@ def _write_lock() -> threading.Lock:
 
 
 def fingerprint() -> str:
-    return store().fingerprint()
+    """The cache key of every result: the database's state and the language in effect (finding titles, advice
+    and owner texts are built in it, so a language switch must not serve the other language's cached results)."""
+    return f"{store().fingerprint()}:{state.language()}"
 
 
 @st.cache_data(show_spinner=False, max_entries=64)

@@ -6,6 +6,7 @@ import functools
 import tomllib
 from typing import Any
 
+from diag.i18n import current_language
 from diag.store import RULES_DIR
 
 ADVICE = RULES_DIR / "advice.toml"
@@ -18,6 +19,7 @@ def _advice_rules() -> dict[str, Any]:
 
 
 def advice(key: str, platform: str) -> str:
-    """The suggestion of finding ``key`` for a run of ``platform``; a missing text is an error rather than another
-    platform's advice."""
-    return str(_advice_rules()[key][platform])
+    """The suggestion of finding ``key`` for a run of ``platform`` in the current language (``<platform>_zh`` beside
+    the English ``<platform>``); a missing text is an error rather than another platform's advice."""
+    rule = _advice_rules()[key]
+    return str(rule.get(f"{platform}_{current_language()}") or rule[platform])

@@ -23,6 +23,7 @@ from diag.analyses.finding import Finding, thresholds
 from diag.analyses.finding import severity as _severity
 from diag.analyses.ops import KERNELS, NONE, TASKS, _class_case, _key, figures_table, op_table, platform_of
 from diag.analyses.stall_breakdown import BUCKET_LABELS, BUCKETS, Breakdown, breakdown
+from diag.i18n import t as tr
 from diag.store import Store
 
 SLOWER, FASTER, WITHIN, CANNOT_TELL, NEW, GONE = (
@@ -290,8 +291,13 @@ def regressions(result: dict[str, Any]) -> list[Finding]:
                 run_id=run_b,
                 category="regression",
                 severity=_severity(pct, thresholds()),
-                title=f"{r['name']} {r['delta_pct']:.1f} % slower than run {run_a}: "
-                f"+{r['delta_ms']:.3f} ms per step",
+                title=tr(
+                    "finding.regression.op_slower.title",
+                    name=r["name"],
+                    pct=r["delta_pct"],
+                    run=run_a,
+                    ms=r["delta_ms"],
+                ),
                 impact_pct=pct,
                 impact_ns=round(r["delta_ms"] * 1e6 * max(1, result["steps_b"])),
                 evidence={
@@ -304,6 +310,7 @@ def regressions(result: dict[str, Any]) -> list[Finding]:
                 owner=envd["owner"],
                 owner_reason=envd["owner_reason"],
                 owner_steps=envd["owner_steps"],
+                code="regression.op_slower",
             )
         )
     return out

@@ -15,6 +15,7 @@ from typing import Any
 from diag.analyses import owners
 from diag.analyses.finding import Finding, thresholds
 from diag.grouping import is_multi_rank, job_grouping, rank_or_run
+from diag.i18n import t as tr
 from diag.store import Store, q
 
 
@@ -31,6 +32,7 @@ class ClusterFinding:
     owner: str | None = None  # code | config | stack | vendor | hardware; None: from rules/owners.toml
     owner_reason: str = ""
     owner_steps: list[dict[str, str]] = field(default_factory=list)
+    code: str = ""  # the stable kind of finding (rules/finding_codes.toml)
 
     def to_json(self) -> dict[str, Any]:
         return owners.attach(asdict(self), lambda: owners.for_finding(self.category, self.evidence))
@@ -94,7 +96,7 @@ def rank_findings(
     med = next(iter(stats.values()))["median"]
     high = [r for r in ranks if stats[r["rank"]]["ratio"] > t["slow_rank_ratio"]]
     slow = [r for r in high if stats[r["rank"]]["z"] > t["outlier_z"]]
-    what = "computing" if metric == "computing_ns" else "step time"
+    what = tr("finding_text.cluster_what." + ("computing" if metric == "computing_ns" else "step_time"))
     out = [_slow_rank(r, ranks, metric, med, what) for r in slow]
     if not slow and high and len(high) < len(ranks):
         out.append(_imbalance(high, ranks, metric, med, what, stage))
@@ -111,16 +113,17 @@ def _slow_rank(r: dict, ranks: list[dict], metric: str, med: float, what: str) -
     peers = _peer_wait(ranks, r["rank"])
     waited = peers is not None and r.get("wait_ns") is not None and peers > r["wait_ns"]
     pct = 100 * (r[metric] / r["steps"] - med) / med
-    title = f"Slow rank {r['rank']}: {what} {pct:+.1f}% over the job's median ({_ms(r[metric] / r['steps'])} vs {_ms(med)} per step)"
+    key = "finding.cluster.slow_rank"
+    title = tr(f"{key}.title", rank=r["rank"], what=what, pct=pct, rank_ms=_ms(r[metric] / r["steps"]),
+                 median_ms=_ms(med))  # fmt: skip
     if waited:
-        title += f"; the other ranks wait {_ms(peers - r['wait_ns'])} more at collectives"
+        title += tr(f"{key}.title_peers_wait", wait=_ms(peers - r["wait_ns"]))
     return ClusterFinding(
         "slow_rank", _severity(_pct(excess, ranks)), title, round(excess), _pct(excess, ranks), r["rank"],
         {"rank": r["rank"], "run_id": r["run_id"], "metric": metric, "rank_ns": r[metric], "steps": r["steps"],
          "median_per_step_ns": med, "excess_ns": round(excess), "excess_pct": pct, "robust_z": r["robust_z"],
          "rank_wait_ns": r.get("wait_ns"), "peers_median_wait_ns": peers, "peers_wait_for_it": waited},
-        f"Open rank {r['rank']}: its {what} is the job's bottleneck (every synchronous collective waits for it). "
-        "Compare its kernels with a peer's (throttling, a host stall, a different shape or an AI_CPU fallback).",
+        tr(f"{key}.suggestion", rank=r["rank"], what=what), code="cluster.slow_rank",
     )  # fmt: skip
 
 
@@ -131,25 +134,25 @@ def _imbalance(high, ranks, metric: str, med: float, what: str, stage: dict[int,
     low = [r for r in ranks if r["rank"] not in ids]
     stages = {stage.get(i) for i in ids}
     pp = stages.pop() if len(stages) == 1 and None not in stages and len(stage) == len(ranks) else None
-    where = f" (pipeline stage {pp})" if pp is not None else ""
+    key = "finding.cluster.imbalance"
+    where = tr(f"{key}.title_stage", stage=pp) if pp is not None else ""
     mean_high = statistics.mean(r[metric] / r["steps"] for r in high)
     mean_low = statistics.mean(r[metric] / r["steps"] for r in low)
     names = ", ".join(str(r["rank"]) for r in low)
-    title = (f"{what.capitalize()} imbalance: ranks {', '.join(map(str, ids))}{where} {_ms(mean_high)} per step "
-             f"vs {_ms(mean_low)} on ranks {names} (no single outlier)")  # fmt: skip
+    title = tr(f"{key}.title", What=what.capitalize(), ranks=", ".join(map(str, ids)), where=where,
+                 high_ms=_ms(mean_high), low_ms=_ms(mean_low), others=names)  # fmt: skip
     waits_low = [r["wait_ns"] / r["steps"] for r in low if r.get("wait_ns") is not None]
     waits_high = [r["wait_ns"] / r["steps"] for r in high if r.get("wait_ns") is not None]
     if waits_low and waits_high and statistics.mean(waits_low) > statistics.mean(waits_high):
-        title += (f"; ranks {names} wait {_ms(statistics.mean(waits_low))} per step at collectives vs "
-                  f"{_ms(statistics.mean(waits_high))}")  # fmt: skip
+        title += tr(f"{key}.title_waits", others=names, low_wait=_ms(statistics.mean(waits_low)),
+                      high_wait=_ms(statistics.mean(waits_high)))  # fmt: skip
     return ClusterFinding(
         "imbalance", _severity(_pct(excess, ranks)), title, round(excess), _pct(excess, ranks), top["rank"],
         {"ranks": ids, "others": [r["rank"] for r in low], "metric": metric, "median_per_step_ns": med,
          "mean_high_ns": mean_high, "mean_low_ns": mean_low, "ratio": mean_high / mean_low if mean_low else None,
          "pp_stage": pp, "wait_ns": {r["rank"]: r.get("wait_ns") for r in ranks},
          "comm_not_overlapped_ns": {r["rank"]: r["comm_not_overlapped_ns"] for r in ranks}},
-        f"The other ranks wait for ranks {', '.join(map(str, ids))}: balance the work (layers per pipeline "
-        f"stage, tokens per rank) or open rank {top['rank']}, the slowest of them.",
+        tr(f"{key}.suggestion", ranks=", ".join(map(str, ids)), top=top["rank"]), code="cluster.imbalance",
     )  # fmt: skip
 
 
@@ -157,16 +160,20 @@ def link_findings(links, transports, ranks, t) -> list[ClusterFinding]:
     out = []
     for x in (x for x in links if x["slow"]):
         excess = x["transit_ns"] - x["size_bytes"] / x["median_gbps"]
-        dst = x["dst_rank"] if x["dst_rank"] is not None else f"local {x['dst_local']}"
+        dst = (
+            x["dst_rank"]
+            if x["dst_rank"] is not None
+            else tr("finding_text.link_local", local=x["dst_local"])
+        )
         out.append(ClusterFinding(
             "slow_link", _severity(_pct(excess, ranks)),
-            f"Slow link {x['src_rank']}→{dst} ({x['transport']}, {x['label']}): {x['bandwidth_gbps']:.2f} GB/s, "
-            f"{100 * x['ratio']:.0f}% of the median {x['transport']} link ({x['median_gbps']:.2f} GB/s)",
+            tr("finding.cluster.slow_link.title", src=x["src_rank"], dst=dst, transport=x["transport"],
+                 label=x["label"], bw=x["bandwidth_gbps"], ratio_pct=100 * x["ratio"], median=x["median_gbps"]),
             round(excess), _pct(excess, ranks), x["src_rank"],
             {k: x[k] for k in ("group", "label", "src_rank", "dst_rank", "transport", "size_bytes", "transit_ns",
                                "bandwidth_gbps", "median_gbps", "ratio")} | {"excess_transit_ns": round(excess)},
-            f"Check the {x['transport']} path from rank {x['src_rank']} to {dst} (NIC/port errors, link "
-            "speed, HCCL_RDMA_TC/SL, a shared switch); its extra transit time holds up the whole group.",
+            tr("finding.cluster.slow_link.suggestion", transport=x["transport"], src=x["src_rank"], dst=dst),
+            code="cluster.slow_link",
         ))  # fmt: skip
     explained = {(x["src_rank"], x["transport"]) for x in links if x["slow"]}
     for x in transports:
@@ -176,10 +183,11 @@ def link_findings(links, transports, ranks, t) -> list[ClusterFinding]:
         excess = x["transit_ns"] - x["size_bytes"] / x["median_gbps"]
         out.append(ClusterFinding(
             "slow_transport", _severity(_pct(excess, ranks)),
-            f"Rank {x['rank']} moves {x['transport']} data at {x['bandwidth_gbps']:.2f} GB/s, {100 * x['ratio']:.0f}% "
-            f"of the other ranks' median ({x['median_gbps']:.2f} GB/s)",
+            tr("finding.cluster.slow_transport.title", rank=x["rank"], transport=x["transport"],
+                 bw=x["bandwidth_gbps"], ratio_pct=100 * x["ratio"], median=x["median_gbps"]),
             round(excess), _pct(excess, ranks), x["rank"], dict(x) | {"excess_transit_ns": round(excess)},
-            f"Check rank {x['rank']}'s {x['transport']} links (communication_matrix) and its NIC/HCCS ports.",
+            tr("finding.cluster.slow_transport.suggestion", rank=x["rank"], transport=x["transport"]),
+            code="cluster.slow_transport",
         ))  # fmt: skip
     return out
 
@@ -195,7 +203,7 @@ def open_next(findings: list[ClusterFinding], ranks: list[dict[str, Any]]) -> Op
     return OpenNext(
         top["rank"],
         top["run_id"],
-        f"No outlier; the longest step time ({_ms(top['mean_step_ns'])} per step).",
+        tr("finding_text.cluster_no_outlier", ms=_ms(top["mean_step_ns"])),
     )
 
 
@@ -242,21 +250,21 @@ def single_rank_wait(store: Store, run_id: int, e2e_ns: int = 0) -> list[Finding
     who = rank_or_run(rank, run_id)
     groups = _groups_of(metadata, [r[0] for r in rows if r[0]])
     peers = sorted({m for g in groups for m in g["members"] if m != rank})
-    capture = f"capture ranks {', '.join(map(str, peers))} too" if peers else "capture the other ranks too"
+    key = "finding.communication.waited_for_peers"
+    capture = (tr(f"{key}.title_capture_peers", peers=", ".join(map(str, peers))) if peers
+               else tr(f"{key}.title_capture_others"))  # fmt: skip
     return [
         Finding(
-            run_id, "communication", _severity(share), f"{who[0].upper()}{who[1:]} waited {100 * ratio:.0f}% of its "
-            f"collective time ({_ms(wait)}, {share:.1f}% of its step time): the slow party is another rank — "
-            f"{capture}", share, wait,
+            run_id, "communication", _severity(share),
+            tr(f"{key}.title", Who=f"{who[0].upper()}{who[1:]}", ratio_pct=100 * ratio, wait=_ms(wait), share=share,
+                 capture=capture), share, wait,
             {"rank": rank, "wait_ns": wait, "transit_ns": transit, "wait_ratio": ratio, "own_time_ns": int(own),
              "wait_share_pct": share, "collectives": sum(int(r[1]) for r in rows),
              "per_group": [{"group": g, "ops": int(n), "wait_ns": int(w or 0), "transit_ns": int(x or 0)}
                            for g, n, w, x in rows],
              "groups": groups, "thresholds": {"wait_ratio": t["wait_ratio"], "wait_share_pct": t["wait_share_pct"]},
              "peers_captured": False},
-            f"Only {who} was captured, and it spent its collectives waiting for peers that arrived later: the "
-            "bottleneck is on another rank. Profile every rank of the job (or at least the members of the groups "
-            "above) over the same steps, then run `diag cluster` to name the slow rank or link.",
+            tr(f"{key}.suggestion", who=who), code="communication.waited_for_peers",
         )
     ]  # fmt: skip
 

@@ -12,6 +12,8 @@ import csv
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from diag.i18n import current_language
+from diag.i18n import t as tr
 from diag.store import Store
 
 RULES = Path(__file__).resolve().parent.parent / "rules" / "fallback_hints.csv"
@@ -146,19 +148,20 @@ def host_fallbacks(store: Store, run_id: int, e2e_ns: int | None = None) -> list
                 call_stack=stack,
                 first_start_ns=0,
                 last_end_ns=0,
-                hint="Inferred: this aten op spent long on the host and launched nothing on the NPU — torch_npu may "
-                "run it on the CPU (look for 'will fall back to run on the CPU' in the logs).",
+                hint=tr("finding.host_fallback.inferred.suggestion"),
             )
         )
     return out
 
 
 def _hints(store: Store) -> list[tuple[str, str, str]]:
-    """The hint rules, by priority (read in Python: the rules path may hold glob characters DuckDB would expand)."""
+    """The hint rules, by priority (read in Python: the rules path may hold glob characters DuckDB would expand),
+    in the current language (the ``hint_zh`` column beside ``hint``)."""
     with open(RULES, encoding="utf-8", newline="") as fh:
         rows = list(csv.DictReader(line for line in fh if not line.lstrip().startswith("#")))
     rows.sort(key=lambda r: int(r["priority"]))
-    return [(r["op_pattern"], r["dtype_pattern"] or "", r["hint"]) for r in rows]
+    lang = f"hint_{current_language()}"
+    return [(r["op_pattern"], r["dtype_pattern"] or "", r.get(lang) or r["hint"]) for r in rows]
 
 
 def _hint_for(hints: list[tuple[str, str, str]], op_type: str, dtypes: str) -> str:

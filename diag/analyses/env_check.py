@@ -20,6 +20,8 @@ from diag.analyses.finding import Finding
 from diag.analyses.postmortem_env import json_value
 from diag.analyses.version_matrix import COMPONENTS, LABELS, check_versions
 from diag.errors import DiagError
+from diag.i18n import current_language
+from diag.i18n import t as tr
 from diag.store import Store
 
 RULES = Path(__file__).resolve().parent.parent / "rules"
@@ -190,8 +192,8 @@ def check_settings(observed: list[dict[str, str]], platforms: set[str]) -> list[
                     **ob,
                     "status": c["status"],
                     "severity": c["severity"],
-                    "cost": c["cost"],
-                    "advice": c["advice"],
+                    "cost": c.get(f"cost_{current_language()}") or c["cost"],  # cost_zh beside the English
+                    "advice": c.get(f"advice_{current_language()}") or c["advice"],
                     "owner": "config",
                     "source": rules["sources"][c["source"]],
                 }
@@ -324,11 +326,12 @@ def _findings(
                 run_id,  # type: ignore[arg-type]  # None for a database of logs only, as log findings do
                 "environment",
                 "high",
-                f"Version mismatch: {reason}",
+                tr("finding.environment.version_mismatch.title", reason=reason),
                 0.0,
                 0,
                 {"owner": "stack", "versions": rows, "matrix": "diag/rules/version_matrix.toml"},
                 rows[0]["suggestion"],
+                code="environment.version_mismatch",
             )
         )
     for s in settings:
@@ -338,7 +341,12 @@ def _findings(
                     run_id,  # type: ignore[arg-type]
                     "environment",
                     s["severity"],
-                    f"{s['name']}={s['value']}: {s['cost']}",
+                    tr(
+                        "finding.environment.bad_setting.title",
+                        name=s["name"],
+                        value=s["value"],
+                        cost=s["cost"],
+                    ),
                     0.0,
                     0,
                     {
@@ -349,6 +357,7 @@ def _findings(
                         "source": s["source"],
                     },
                     s["advice"],
+                    code="environment.bad_setting",
                 )
             )
     return out

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import asdict, dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from diag.analyses import owners
 
 THRESHOLDS = Path(__file__).resolve().parent.parent / "rules" / "thresholds.toml"
+FINDING_CODES = THRESHOLDS.with_name("finding_codes.toml")
 
 
 def thresholds() -> dict[str, Any]:
@@ -37,6 +39,7 @@ class Finding:
     owner: str | None = None  # code | config | stack | vendor | hardware; None: from rules/owners.toml
     owner_reason: str = ""
     owner_steps: list[dict[str, str]] = field(default_factory=list)  # [{owner, step}] in the order to try
+    code: str = ""  # the stable kind of finding (rules/finding_codes.toml): scripts match on it
 
     def to_json(self) -> dict[str, Any]:
         return owners.attach(asdict(self), lambda: owners.for_finding(self.category, self.evidence))
@@ -44,6 +47,13 @@ class Finding:
     def resolved_owner(self) -> str | None:
         """Its own owner, else the rules' (what the pages group by)."""
         return owners.of_finding(self).owner
+
+
+@cache
+def finding_codes() -> dict[str, dict[str, str]]:
+    """Every finding code with its category, English meaning and module (rules/finding_codes.toml)."""
+    with open(FINDING_CODES, "rb") as fh:
+        return tomllib.load(fh)["code"]
 
 
 def severity(pct: float, t: dict[str, Any]) -> str:

@@ -21,6 +21,7 @@ from diag.analyses.memory import memory_findings
 from diag.analyses.op_util_findings import utilization_findings
 from diag.analyses.shape_churn import extend_recompile
 from diag.analyses.stall_breakdown import Breakdown, breakdown
+from diag.i18n import t as tr
 from diag.store import Store
 
 # Finding, thresholds and THRESHOLDS live in diag.analyses.finding and stay importable from here.
@@ -49,7 +50,7 @@ def device_findings(store: Store, run_id: int, bd: Breakdown | None = None) -> l
                 run_id,
                 "communication",
                 _severity(pct, t),
-                f"Communication not overlapped by compute: {pct:.1f}% of device time",
+                tr("finding.communication.exposed.title", pct=pct),
                 pct,
                 b["comm_exposed"],
                 {
@@ -60,6 +61,7 @@ def device_findings(store: Store, run_id: int, bd: Breakdown | None = None) -> l
                 advice("communication", platform),
                 total.start_ns,
                 total.end_ns,
+                code="communication.exposed",
             )
         )
     movement = b["memcpy_exposed"] + b["layout"]
@@ -70,8 +72,12 @@ def device_findings(store: Store, run_id: int, bd: Breakdown | None = None) -> l
                 run_id,
                 "data_movement",
                 _severity(pct, t),
-                f"Data movement: {pct:.1f}% of device time (copies {b['memcpy_exposed'] / 1e6:.3f} ms, "
-                f"layout/cast ops {b['layout'] / 1e6:.3f} ms)",
+                tr(
+                    "finding.data_movement.exposed.title",
+                    pct=pct,
+                    copies_ms=b["memcpy_exposed"] / 1e6,
+                    layout_ms=b["layout"] / 1e6,
+                ),
                 pct,
                 movement,
                 {
@@ -83,6 +89,7 @@ def device_findings(store: Store, run_id: int, bd: Breakdown | None = None) -> l
                 advice("data_movement", platform),
                 total.start_ns,
                 total.end_ns,
+                code="data_movement.exposed",
             )
         )
     out += _idle_findings(store, run_id, b["idle"], e2e, t, bd, platform)
@@ -121,9 +128,8 @@ def _host_sync_findings(
             run_id,
             "host_sync",
             _severity(pct, t),
-            f"{hs.calls} host synchronisation(s) in {hs.steps} step(s) ({hs.calls_per_step:.1f} per step) left the "
-            f"device idle {hs.idle_ns / 1e6:.3f} ms ({pct:.1f}% of device time); most in {top['caller']} → "
-            f"{top['call']}",
+            tr("finding.host_sync.idle.title", calls=hs.calls, steps=hs.steps, per_step=hs.calls_per_step,
+                 idle_ms=hs.idle_ns / 1e6, pct=pct, caller=top["caller"], call=top["call"]),
             pct,
             hs.idle_ns,
             {"calls": hs.calls, "steps": hs.steps, "calls_per_step": round(hs.calls_per_step, 2),
@@ -131,6 +137,7 @@ def _host_sync_findings(
             advice("host_sync", platform),
             hs.first_start_ns,
             hs.last_end_ns,
+            code="host_sync.idle",
         )
     ]  # fmt: skip
 
@@ -145,10 +152,11 @@ def _data_quality_findings(store: Store, run_id: int, bd: Breakdown) -> list[Fin
             run_id,
             "data_quality",
             "info",
-            f"{counts.duplicate_rows} duplicate kernel row(s) in the input, counted once",
+            tr("finding.data_quality.duplicate_kernels.title", rows=counts.duplicate_rows),
             0.0,
             0,
             {"duplicates": counts.duplicates, "device_kernels": counts.device_kernels, "note": counts.note()},
+            code="data_quality.duplicate_kernels",
         )
     ]
 
@@ -164,7 +172,7 @@ def _fallback_findings(run_id: int, ops: list[FallbackOp], e2e: int, t: dict[str
             run_id,
             "cpu_fallback",
             _severity(pct, t),
-            f"{sum(o.count for o in ops)} AI_CPU (CPU-fallback) tasks: {names} — {pct:.2f}% of device time",
+            tr("finding.cpu_fallback.aicpu_ops.title", count=sum(o.count for o in ops), names=names, pct=pct),
             pct,
             total,
             {
@@ -184,6 +192,7 @@ def _fallback_findings(run_id: int, ops: list[FallbackOp], e2e: int, t: dict[str
             ops[0].hint,
             min(o.first_start_ns for o in ops),
             max(o.last_end_ns for o in ops),
+            code="cpu_fallback.aicpu_ops",
         )
     ]
 
@@ -197,11 +206,12 @@ def _host_fallback_findings(run_id: int, ops: list[FallbackOp], e2e: int) -> lis
             run_id,
             "host_fallback",
             "low",
-            f"Possible host CPU fallbacks (inferred): {', '.join(o.op_type for o in ops[:5])}",
+            tr("finding.host_fallback.inferred.title", names=", ".join(o.op_type for o in ops[:5])),
             _pct(total, e2e),
             total,
             {"ops": [{"op": o.op_type, "count": o.count, "host_self_ns": o.total_ns} for o in ops]},
             ops[0].hint,
+            code="host_fallback.inferred",
         )
     ]
 
@@ -279,13 +289,14 @@ def _idle_findings(
             run_id,
             "idle",
             _severity(pct, t),
-            f"Device idle {pct:.1f}% of the time ({len(gaps)} gaps ≥ {t['idle']['gap_us']} µs)",
+            tr("finding.idle.gaps.title", pct=pct, gaps=len(gaps), gap_us=t["idle"]["gap_us"]),
             pct,
             idle_ns,
             {"gaps": evidence_gaps},
             advice("idle", platform),
             first["start_ns"] if first else None,
             first["end_ns"] if first else None,
+            code="idle.gaps",
         )
     ]
 
@@ -308,11 +319,12 @@ def _recompile_findings(store: Store, run_id: int, t: dict[str, Any], platform: 
                 run_id,
                 "recompile",
                 "medium",
-                f"{calls} operator compilations during the capture (aclopCompileAndExecute)",
+                tr("finding.recompile.compile_calls.title", calls=calls),
                 0.0,
                 int(compile_ns),
                 {"compile_calls": int(calls), "compile_host_ns": int(compile_ns)},
                 advice("recompile_compile", platform),
+                code="recompile.compile_calls",
             )
         )
     if dyn and not static:
@@ -321,11 +333,12 @@ def _recompile_findings(store: Store, run_id: int, t: dict[str, Any], platform: 
                 run_id,
                 "recompile",
                 "low",
-                f"All {dyn} device kernels that report an OP State ran in dynamic-shape state (OP State = dynamic)",
+                tr("finding.recompile.all_dynamic.title", dyn=dyn),
                 0.0,
                 0,
                 {"dynamic_ops": int(dyn)},
                 advice("recompile_dynamic", platform),
+                code="recompile.all_dynamic",
             )
         )
     # #20: compile time, the step it stalls most, the buckets that would cover the observed lengths
@@ -354,9 +367,10 @@ def _top_ops(store: Store, run_id: int, e2e: int, n: int, platform: str) -> Find
         run_id,
         "top_ops",
         "info",
-        f"Top compute ops by device time: {', '.join(r['op'] for r in top[:3])}",
+        tr("finding.top_ops.by_device_time.title", ops=", ".join(r["op"] for r in top[:3])),
         top[0]["pct"],
         top[0]["total_ns"],
         {"ops": top},
         advice("top_ops", platform),
+        code="top_ops.by_device_time",
     )

@@ -373,18 +373,20 @@ def log_findings(store: Store, run_id: int | None = None) -> list[Finding]:
 
     ``Finding.run_id`` is the run asked for; None when the logs belong to no run.
     """
-    out = []
+    out, key = [], "finding.log.root_cause"  # its texts: diag/i18n/*.findings.toml
     for rc in root_causes(store, run_id):
         first = rc.evidence[0] if rc.evidence else None
-        where = f" on rank {', '.join(map(str, rc.ranks))}" if rc.ranks else ""
-        echo = f" — likely an echo of #{rc.echo_of}" if rc.echo_of else ""
+        where = t(f"{key}.title_where", ranks=", ".join(map(str, rc.ranks))) if rc.ranks else ""
+        echo = t(f"{key}.title_echo", echo_of=rc.echo_of) if rc.echo_of else ""
         line = rc.key_line or (first.raw.splitlines()[0][:160] if first else "")
+        title = t(f"{key}.title", rank=rc.rank, title=rc.title, where=where, count=rc.count, echo=echo,
+                  line=line)  # fmt: skip
         out.append(
             Finding(
                 run_id,  # type: ignore[arg-type]
                 f"log:{rc.category}",
                 rc.severity,
-                f"#{rc.rank} {rc.title}{where} ({rc.count} record(s)){echo}: {line}",
+                title,
                 0.0,
                 0,
                 {
@@ -401,6 +403,7 @@ def log_findings(store: Store, run_id: int | None = None) -> list[Finding]:
                 rc.fix,
                 rc.first_ns,
                 rc.last_ns,
+                code="log.root_cause",
             )
         )
     return out

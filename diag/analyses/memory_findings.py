@@ -12,15 +12,24 @@ import tomllib
 from typing import Any
 
 from diag.analyses.finding import Finding, thresholds
+from diag.i18n import current_language
+from diag.i18n import t as tr
 from diag.store import RULES_DIR
 
 ADVICE = RULES_DIR / "memory_advice.toml"
 MIB = 1024**2
-OOM_TITLES = {
-    "fragmentation": "OOM from fragmentation: the request fitted in memory the allocator already held",
-    "out_of_memory": "OOM: the device was full",
-    "other_process": "OOM: memory this process does not hold was in use (another process or buffers)",
-    "unknown": "OOM whose figures do not tell the cause",
+# The finding code of each memory rule (rules/finding_codes.toml); the titles are finding.<code>.title
+CODES = {
+    "headroom": "memory.headroom_low",
+    "fragmentation": "memory.fragmentation",
+    "one_op": "memory.one_op",
+    "slow_alloc": "memory.slow_alloc",
+    "oom_fragmentation": "memory.oom_fragmentation",
+    "oom_out_of_memory": "memory.oom_out_of_memory",
+    "oom_other_process": "memory.oom_other_process",
+    "oom_unknown": "memory.oom_unknown",
+    "kv_negative": "memory.kv_negative",
+    "kv_tiny": "memory.kv_tiny",
 }
 
 
@@ -34,7 +43,9 @@ def advice_for(key: str, platform: str | None) -> tuple[str, str]:
     """(suggestion, owner) of finding ``key`` on ``platform``; no platform known → no suggestion rather than
     another platform's."""
     rule = memory_advice()[key]
-    return (str(rule[platform]) if platform in rule else "", str(rule["owner"]))
+    if platform not in rule:
+        return "", str(rule["owner"])
+    return str(rule.get(f"{platform}_{current_language()}") or rule[platform]), str(rule["owner"])
 
 
 def size_text(n: float | None) -> str:
@@ -59,14 +70,14 @@ def _slow_alloc(run_id: int | None, fig: dict[str, Any], t: dict[str, Any]) -> l
     if not slow:
         return []
     names = ", ".join(f"{c['name']} ×{c['count']} ({c['total_ns'] / 1e6:,.1f} ms)" for c in slow)
-    title = f"Slow device memory allocation / free on the host: {names}"
+    title = tr("finding.memory.slow_alloc.title", calls=names)
     return [_finding(run_id, "slow_alloc", fig, "medium", title, {"calls": slow})]
 
 
 def _finding(
     run_id: int | None, key: str, fig: dict[str, Any], severity: str, title: str, evidence: dict[str, Any]
 ) -> Finding:
-    text, owner = advice_for(key, fig.get("platform"))
+    suggestion, owner = advice_for(key, fig.get("platform"))
     ts = fig.get("peak_ts_ns")
     return Finding(
         run_id,  # type: ignore[arg-type]  # None for a log without a run
@@ -76,9 +87,10 @@ def _finding(
         0.0,  # not a share of device time
         0,
         {"kind": key, "owner": owner, **evidence},
-        text,
+        suggestion,
         ts,
         ts,
+        code=CODES[key],
     )
 
 
@@ -86,9 +98,13 @@ def _headroom(run_id: int | None, fig: dict[str, Any], t: dict[str, Any]) -> lis
     pct, cap = fig.get("capacity_pct"), fig.get("capacity_bytes")
     if pct is None or pct <= t["headroom_pct"]:
         return []
-    title = (
-        f"Peak reserved {size_text(fig['peak_reserved_bytes'])} of {size_text(cap)} ({pct:.1f}%): headroom "
-        f"{fig['headroom_pct']:.1f}%, under the {100 - t['headroom_pct']:.0f}% to keep"
+    title = tr(
+        "finding.memory.headroom_low.title",
+        peak=size_text(fig["peak_reserved_bytes"]),
+        capacity=size_text(cap),
+        pct=pct,
+        headroom=fig["headroom_pct"],
+        keep=100 - t["headroom_pct"],
     )
     evidence = {
         k: fig.get(k) for k in ("peak_reserved_bytes", "capacity_bytes", "capacity_from", "headroom_pct")
@@ -100,9 +116,11 @@ def _fragmentation(run_id: int | None, fig: dict[str, Any], t: dict[str, Any]) -
     slack, pct = fig.get("slack_at_peak_bytes"), fig.get("slack_at_peak_pct")
     if slack is None or pct is None or pct < t["slack_pct"] or slack < t["slack_min_mib"] * MIB:
         return []
-    title = (
-        f"Allocator slack {size_text(slack)} ({pct:.1f}%) of the {size_text(fig.get('allocator_reserved_bytes'))} "
-        f"reserved at the peak was never allocated at once: fragmentation"
+    title = tr(
+        "finding.memory.fragmentation.title",
+        slack=size_text(slack),
+        pct=pct,
+        reserved=size_text(fig.get("allocator_reserved_bytes")),
     )
     keys = ("slack_at_peak_bytes", "slack_at_peak_pct", "allocator_reserved_bytes", "allocator_series")
     return [_finding(run_id, "fragmentation", fig, "medium", title, {k: fig.get(k) for k in keys})]
@@ -115,7 +133,9 @@ def _one_op(run_id: int | None, fig: dict[str, Any], t: dict[str, Any]) -> list[
     top = live[0]
     if top["share_pct"] < t["op_share_pct"] or top["bytes"] < t["op_min_mib"] * MIB:
         return []
-    title = f"{top['name']} holds {size_text(top['bytes'])} ({top['share_pct']:.1f}%) of the allocations live at the peak"
+    title = tr(
+        "finding.memory.one_op.title", name=top["name"], size=size_text(top["bytes"]), pct=top["share_pct"]
+    )
     return [_finding(run_id, "one_op", fig, "medium", title, {"op": top})]
 
 
@@ -127,11 +147,11 @@ def _oom(run_id: int | None, fig: dict[str, Any]) -> list[Finding]:
     out = []
     for verdict, events in by_verdict.items():
         first = events[0]
-        title = OOM_TITLES.get(verdict, OOM_TITLES["unknown"])
-        if first.get("requested_bytes"):
-            title += f" (asked for {size_text(first['requested_bytes'])}"
-            title += f", {len(events)} OOMs)" if len(events) > 1 else ")"
         key = f"oom_{verdict}" if f"oom_{verdict}" in memory_advice() else "oom_unknown"
+        title = tr(f"finding.{CODES[key]}.title")
+        if first.get("requested_bytes"):
+            asked = "finding_text.oom_asked_many" if len(events) > 1 else "finding_text.oom_asked"
+            title += tr(asked, size=size_text(first["requested_bytes"]), count=len(events))
         evidence = {"count": len(events), "first": first, "reason": first.get("verdict_reason")}
         # a log without a profile has no run platform: the OOM message's own (the rule that classified it)
         on = {**fig, "platform": fig.get("platform") or first.get("platform")}
@@ -144,9 +164,11 @@ def _kv(run_id: int | None, fig: dict[str, Any]) -> list[Finding]:
     if not kv or kv.get("verdict") not in ("negative", "tiny"):
         return []
     budget, reason = kv.get("kv_cache_bytes"), kv.get("verdict_reason")
-    said = f" ({size_text(budget)})" if budget is not None else ""
-    if kv["verdict"] == "negative":
-        title = f"No room for the KV cache — {reason}" if reason else f"No room for the KV cache{said}"
-        return [_finding(run_id, "kv_negative", fig, "high", title, {"kv_cache": kv})]
-    title = f"KV cache too small — {reason}" if reason else f"KV cache too small{said}"
-    return [_finding(run_id, "kv_tiny", fig, "medium", title, {"kv_cache": kv})]
+    key = "kv_negative" if kv["verdict"] == "negative" else "kv_tiny"
+    said = f"finding.{CODES[key]}.title"
+    if reason:
+        title = tr(f"{said}_reason", reason=reason)
+    else:
+        title = tr(f"{said}_size", size=size_text(budget)) if budget is not None else tr(said)
+    severity = "high" if key == "kv_negative" else "medium"
+    return [_finding(run_id, key, fig, severity, title, {"kv_cache": kv})]

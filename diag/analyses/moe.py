@@ -33,6 +33,8 @@ from typing import Any
 from diag.analyses.finding import Finding, thresholds
 from diag.analyses.op_classes import sql_case_by_platform
 from diag.grouping import is_multi_rank, job_grouping
+from diag.i18n import current_language
+from diag.i18n import t as tr
 from diag.store import Store, q
 
 ADVICE = Path(__file__).resolve().parent.parent / "rules" / "moe_advice.toml"
@@ -167,7 +169,8 @@ def _ranks(
 def advice(platform: str) -> tuple[str, str]:
     with open(ADVICE, "rb") as fh:
         entry = tomllib.load(fh)["imbalance"]
-    return entry.get(platform) or entry["ascend"], entry["owner"]
+    platform = platform if platform in entry else "ascend"
+    return entry.get(f"{platform}_{current_language()}") or entry[platform], entry["owner"]
 
 
 def ranges(ranks: list[int]) -> str:
@@ -195,8 +198,6 @@ def _findings(cur, view: MoeView, t: dict[str, Any]) -> list[Finding]:
     if hottest is None:
         return []
     layer, hot = hottest
-    what = (f"expert {hot['expert']} of layer {layer['layer']} takes {hot['ratio']:.1f}× the mean tokens"
-            f" in {layer['phase'] or 'an unknown phase'}")  # fmt: skip
     by_rank = {r["rank"]: r for r in view.ranks}
     holder = by_rank.get(hot["rank"])
     gmms = [r["grouped_matmul_ns"] for r in view.ranks if r["grouped_matmul_ns"] is not None]
@@ -210,9 +211,11 @@ def _findings(cur, view: MoeView, t: dict[str, Any]) -> list[Finding]:
     wait = statistics.median(r["alltoall_wait_ns"] for r in peers) if peers else None
     platform = q(cur, "SELECT platform FROM runs WHERE run_id = ?", [holder["run_id"]])[0][0]
     text, owner = advice(platform)
-    title = f"{what}; rank {hot['rank']} holds it"
+    key = "finding.moe.expert_imbalance"
+    title = tr(f"{key}.title", expert=hot["expert"], layer=layer["layer"], ratio=hot["ratio"], rank=hot["rank"],
+               phase=layer["phase"] or tr("finding_text.moe_unknown_phase"))  # fmt: skip
     if wait is not None:
-        title += f"; ranks {ranges([r['rank'] for r in peers])} wait {wait / 1e6:.2f} ms per step in the all-to-all"
+        title += tr(f"{key}.title_peers_wait", ranks=ranges([r["rank"] for r in peers]), wait_ms=wait / 1e6)
     span = q(cur, "SELECT end_ns - start_ns FROM runs WHERE run_id = ?", [holder["run_id"]])[0][0]
     n_steps = q(cur, "SELECT greatest(count(DISTINCT step), 1) FROM device_tasks WHERE run_id = ?",
                 [holder["run_id"]])[0][0]  # fmt: skip
@@ -225,10 +228,9 @@ def _findings(cur, view: MoeView, t: dict[str, Any]) -> list[Finding]:
     }  # fmt: skip
     pct = 100.0 * impact_ns / span if span else 0.0
     sev = "high" if pct >= 10 else "medium" if pct >= 3 else "low"
-    suggestion = (
-        f"{text} Balanced, rank {hot['rank']} would save about {gain / 1e6:.2f} ms of GroupedMatmul per step."
-    )
-    return [Finding(holder["run_id"], "moe", sev, title, pct, impact_ns, evidence, suggestion)]
+    suggestion = tr(f"{key}.suggestion", advice=text, rank=hot["rank"], gain_ms=gain / 1e6)
+    return [Finding(holder["run_id"], "moe", sev, title, pct, impact_ns, evidence, suggestion,
+                    code="moe.expert_imbalance")]  # fmt: skip
 
 
 def load_grid(store: Store, job_id: int, phase: str | None) -> list[tuple[int, int, int]]:

@@ -20,24 +20,30 @@ from diag.analyses.finding import Finding, thresholds
 from diag.analyses.finding import pct as _pct
 from diag.analyses.finding import severity as _severity
 from diag.analyses.op_util import MATMUL_CLASSES, op_cost_rules, op_utilization
+from diag.i18n import current_language
+from diag.i18n import t as tr
 from diag.store import Store
 
 CATEGORY = "utilization"
+# the finding code of each judgement (_judged's key; rules/finding_codes.toml)
+CODES = {"matmul_small_m": "utilization.matmul_small_m", "compute": "utilization.compute_bound",
+         "memory": "utilization.memory_bound"}  # fmt: skip
 
 
 def _title(r: dict[str, Any], small_m: int) -> str:
-    share = f"{r['share_pct']:.0f} % of kernel time"
+    share = tr("finding_text.util_share", share_pct=r["share_pct"])
     dtype = r.get("dtype") or "—"
     if r["cost_class"] in MATMUL_CLASSES and r["m_max"] is not None and r["m_max"] <= small_m:
         m = f"{r['m_min']}" if r["m_min"] == r["m_max"] else f"{r['m_min']}–{r['m_max']}"
-        return (
-            f"{r['name']} at {r['mfu_pct']:.0f} % of peak {dtype} TFLOPS with M = {m}: decode-sized ({share})"
-        )
+        return tr(f"finding.{CODES['matmul_small_m']}.title", name=r["name"], mfu=r["mfu_pct"], dtype=dtype, m=m,
+                  share=share)  # fmt: skip
     if r["bound"] == "compute":
-        unit = "vector " if r.get("unit") == "vector" else ""  # judged against the vector unit's peak
-        peak = f"peak {unit}{dtype} TFLOPS"
-        return f"{r['name']} at {r['mfu_pct']:.0f} % of {peak}, compute-bound by its shapes ({share})"
-    return f"{r['name']} at {r['bw_pct']:.0f} % of HBM bandwidth, memory-bound by its shapes ({share})"
+        unit = tr("finding_text.util_vector_unit") if r.get("unit") == "vector" else ""
+        peak = tr("finding_text.util_peak", unit=unit, dtype=dtype)
+        return tr(
+            f"finding.{CODES['compute']}.title", name=r["name"], mfu=r["mfu_pct"], peak=peak, share=share
+        )
+    return tr(f"finding.{CODES['memory']}.title", name=r["name"], bw=r["bw_pct"], share=share)
 
 
 def _judged(r: dict[str, Any], s: dict[str, Any]) -> str | None:
@@ -86,7 +92,7 @@ def utilization_findings(store: Store, run_id: int, e2e: int) -> list[Finding]:
         pct = _pct(r["total_ns"], e2e)
         out.append(
             Finding(run_id, CATEGORY, _severity(pct, t), _title(r, s["small_m"]), pct, r["total_ns"],
-                    _evidence(r), advice[key])
+                    _evidence(r), advice.get(f"{key}_{current_language()}") or advice[key], code=CODES[key])
         )  # fmt: skip
         if len(out) >= s["max_ops"]:
             break

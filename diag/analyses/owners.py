@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
 
-from diag.i18n import current_language
+from diag.i18n import current_language, t
 
 OWNERS = Path(__file__).resolve().parent.parent / "rules" / "owners.toml"
 VALUES = ("code", "config", "stack", "vendor", "hardware")
@@ -85,9 +85,12 @@ def resolve(
     i = matching_rule(kind, category, evidence, codes)
     if i is None:
         return Owner(None, "")
-    rule = owner_rules()["rule"][i]
-    steps = [{"owner": o, "step": s} for o, s in rule["steps"]]
-    return Owner(steps[0]["owner"] if steps else None, rule["reason"], steps if len(steps) > 1 else [])
+    rule, lang = owner_rules()["rule"][i], current_language()
+    # reason_zh / steps_zh: the same texts in Chinese, the steps in the order of ``steps``
+    texts = rule.get(f"steps_{lang}") or [s for _, s in rule["steps"]]
+    steps = [{"owner": o, "step": s} for (o, _), s in zip(rule["steps"], texts, strict=True)]
+    reason = rule.get(f"reason_{lang}") or rule["reason"]
+    return Owner(steps[0]["owner"] if steps else None, reason, steps if len(steps) > 1 else [])
 
 
 def _code_values(codes: Iterable[Any]) -> list[str]:
@@ -107,7 +110,11 @@ def for_finding(category: str, evidence: dict[str, Any] | None = None) -> Owner:
         # The rule that made the finding names who acts (rules/memory_advice.toml, env_checks.toml, the version
         # matrix, moe_advice.toml): it knows more than the category does.
         return Owner(
-            own, str((evidence or {}).get("owner_reason") or f"named by the {category} rule that made it")
+            own,
+            str(
+                (evidence or {}).get("owner_reason")
+                or t("finding_text.owner_named_by_rule", category=category)
+            ),
         )
     return resolve("finding", category, evidence)
 

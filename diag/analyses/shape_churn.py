@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from diag.analyses.scaling import step_lengths
+from diag.i18n import current_language
+from diag.i18n import t as tr
 from diag.store import Store
 
 RULES = Path(__file__).resolve().parent.parent / "rules" / "shape_fixes.toml"
@@ -62,11 +64,12 @@ def bucket_text(b: dict[str, Any]) -> str:
     if not used:
         return ""
     if b["too_many"]:
-        head = f"the {b['distinct_lengths']} observed lengths span {used[0]:,}–{used[-1]:,}: {len(used)} power-of-two buckets"
+        head = tr("finding_text.buckets_too_many", lengths=b["distinct_lengths"], low=used[0], high=used[-1],
+                    count=len(used))  # fmt: skip
     else:
-        head = (f"pad tokens to the next of {len(used)} bucket(s): {', '.join(f'{n:,}' for n in used)} would cover "
-                f"the {b['distinct_lengths']} observed length(s)")  # fmt: skip
-    return head + f" (+{b['padding_pct']:.0f}% tokens)"
+        head = tr("finding_text.buckets_pad", count=len(used), buckets=", ".join(f"{n:,}" for n in used),
+                    lengths=b["distinct_lengths"])  # fmt: skip
+    return head + tr("finding_text.buckets_padding", padding_pct=b["padding_pct"])
 
 
 def compile_events(store: Store, run_id: int) -> dict[str, Any]:
@@ -119,7 +122,12 @@ def churn(store: Store, run_id: int) -> dict[str, Any]:
 def fixes(platform: str) -> list[dict[str, str]]:
     """The settings that fix shapes on ``platform`` ('rocm' reads as 'cuda'), with their sources."""
     p = "cuda" if platform in ("cuda", "rocm") else "ascend"
-    return [{"text": f["text"], "source": f["source"]} for f in rules()["fix"] if p in f["platforms"]]
+    lang = f"text_{current_language()}"  # text_zh beside the English text
+    return [
+        {"text": f.get(lang) or f["text"], "source": f["source"]}
+        for f in rules()["fix"]
+        if p in f["platforms"]
+    ]
 
 
 def _capture_ns(store: Store, run_id: int) -> int:
@@ -138,7 +146,7 @@ def extend_recompile(found: list, store: Store, run_id: int, platform: str, seve
         c = churn(store, run_id)
         if c["distinct_lengths"] >= rules()["thresholds"]["min_distinct_lengths"]:
             for f in dynamic:
-                f.title += f"; {bucket_text(c)}"
+                f.title += tr("finding.recompile.all_dynamic.title_buckets", buckets=bucket_text(c))
                 f.evidence |= {"distinct_lengths": c["distinct_lengths"], "buckets": c["buckets"],
                                "padding_pct": c["padding_pct"], "fixes": fixes(platform)}  # fmt: skip
     return out
@@ -155,18 +163,18 @@ def compile_finding(store: Store, run_id: int, platform: str, severity_of: Any) 
     if comp["total_ns"] < t["min_compile_ms"] * 1e6 or pct < t["min_compile_pct"]:
         return None  # checked before the lengths are read: most runs stop here, cheaply
     c = churn(store, run_id)
-    title = f"{comp['calls']} compile call(s) took {comp['total_ns'] / 1e6:.1f} ms on the host ({pct:.1f}% of the capture)"
+    key = "finding.recompile.compile_time.title"
+    title = tr(key, calls=comp["calls"], ms=comp["total_ns"] / 1e6, pct=pct)
     worst = comp["worst_step"]
     if worst:
-        title += (
-            f", most in step {worst['step']} ({worst['calls']} call(s), {worst['total_ns'] / 1e6:.1f} ms)"
-        )
+        title += tr(f"{key}_worst_step", step=worst["step"], calls=worst["calls"], ms=worst["total_ns"] / 1e6)
     if c["log_recompiles"]:
-        title += f"; {c['log_recompiles']} recompile record(s) in the attached logs"
+        title += tr(f"{key}_log_recompiles", records=c["log_recompiles"])
     if c["distinct_lengths"] > 1:
-        title += f"; {bucket_text(c)}"
+        title += tr(f"{key}_buckets", buckets=bucket_text(c))
     evidence = {"compile_calls": comp["calls"], "compile_host_ns": comp["total_ns"], "per_step": comp["per_step"],
                 "log_recompiles": c["log_recompiles"], "distinct_lengths": c["distinct_lengths"], "buckets": c["buckets"], "padding_pct": c["padding_pct"],
                 "fixes": fixes(platform)}  # fmt: skip
     suggestion = " ".join(f["text"] for f in fixes(platform))
-    return Finding(run_id, "recompile", severity_of(pct), title, pct, comp["total_ns"], evidence, suggestion)
+    return Finding(run_id, "recompile", severity_of(pct), title, pct, comp["total_ns"], evidence, suggestion,
+                   code="recompile.compile_time")  # fmt: skip
