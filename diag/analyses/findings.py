@@ -272,7 +272,7 @@ def _idle_findings(
         host = cur.execute(
             """SELECT name, sum(least(start_ns + dur_ns, $b) - greatest(start_ns, $a)) AS ns FROM host_ops
                WHERE run_id = $run AND start_ns < $b AND start_ns + dur_ns > $a AND name NOT LIKE 'ProfilerStep#%'
-               GROUP BY name ORDER BY ns DESC LIMIT 3""",
+               GROUP BY name ORDER BY ns DESC, name LIMIT 3""",
             {"run": run_id, "a": g0, "b": g1},
         ).fetchall()
         evidence_gaps.append(
