@@ -18,7 +18,7 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from diag import i18n
+from diag import engine_ray, i18n
 from diag.commands._common import (
     DEFAULT,
     DbOption,
@@ -147,11 +147,25 @@ def ingest(
             "--lake", help="Write into this Parquet lake folder (created if new) instead of a DuckDB file."
         ),
     ] = None,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine",
+            help="local: this machine (-j). ray: one Ray task per run, into --lake (pip install -e '.[ray]').",
+        ),
+    ] = "local",
+    address: Annotated[
+        str | None,
+        typer.Option(
+            "--address", help="With --engine ray: the cluster (auto, ray://HOST:PORT); default a local one."
+        ),
+    ] = None,
 ) -> None:
     """Ingest profiler outputs; prints a line per file and a summary. Exit 1 if any file failed."""
     err = console(stderr=True)
     out = console()
     refuse_db_with_lake(db, lake)  # --lake: write into the lake folder (created) instead of a DuckDB file
+    on_ray = engine_ray.check_engine(engine, lake, address)  # #23: a usage error before anything is written
     writer = LakeWriter(lake) if lake else None
     store = writer.store if writer else Store(db)
     db = lake or db
@@ -202,7 +216,12 @@ def ingest(
         total = sum(c.path.stat().st_size for c in candidates)
         with progress:
             task = progress.add_task("", total=total or 1)
-            summary = ingestor.run(candidates, refused, jobs=workers)
+            if on_ray and writer:
+                summary = engine_ray.ingest_with_progress(
+                    ingestor, writer, candidates, refused, progress, address
+                )
+            else:
+                summary = ingestor.run(candidates, refused, jobs=workers)
         payload = summary_json(db, summary, store)
     finally:
         ingestor.close()
