@@ -33,7 +33,8 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -122,7 +123,8 @@ class _RunStore(StagingStore):
             files = sorted((self.root / table).glob(f"job_id=*/run_id={int(run_id)}/*.parquet"))
             if not files:
                 continue
-            source = f"read_parquet({sql_literal([f.as_posix() for f in files])}, hive_partitioning=true, union_by_name=true)"
+            paths = "[" + ", ".join(sql_literal(f.as_posix()) for f in files) + "]"
+            source = f"read_parquet({paths}, hive_partitioning=true, union_by_name=true)"
             have = {r[0] for r in q(self.con, f"DESCRIBE SELECT * FROM {source}")}
             cols = ", ".join(f'"{c}"' for c in TABLE_BY_NAME[table].column_names if c in have)
             q(self.con, f'INSERT INTO "{table}" ({cols}) SELECT {cols} FROM {source}')
@@ -282,7 +284,8 @@ def run_on_ray(
     ing._reserved_runs = {}
     _drop_empty_jobs(ing, created_jobs)
     ing.attach_orphans()
-    regroup(ing.store)
+    with lake_wide_spans(writer):
+        regroup(ing.store)
     remove_task_leftovers(writer.root)
     summary.files.extend(outcomes[i] for i in range(len(candidates)))
     return summary
@@ -418,6 +421,25 @@ def _reseed(writer: LakeWriter, next_ids: dict[str, int]) -> None:
     writer.store.stored_runs = set(writer.before)  # type: ignore[attr-defined]
     writer.files_before = set(q(con, "SELECT file_id, run_id FROM cat.files WHERE status <> 'failed'"))
     _set_sequences(con, {seq: max(start, _sequence_starts(con)[seq]) for seq, start in next_ids.items()})
+
+
+@contextmanager
+def lake_wide_spans(writer: LakeWriter) -> Iterator[None]:
+    """While regrouping: the capture windows ``diag.grouping`` reads from ``comm_ops`` and ``steps`` cover the
+    runs whose rows are only in the lake (the tasks' runs, the runs this ingest left alone), not only those in
+    the staging database. Views in a schema of their own, first on the search path, for the regroup only."""
+    con = writer.store.con
+    ids = ", ".join(str(int(r)) for r in sorted(writer.store.loaded))  # type: ignore[attr-defined]
+    q(con, "CREATE SCHEMA IF NOT EXISTS lake_wide")
+    for table, cols in (("comm_ops", "run_id, start_ns, elapse_ns"), ("steps", "run_id, start_ns, end_ns")):
+        q(con, f"CREATE OR REPLACE VIEW lake_wide.{table} AS SELECT {cols} FROM main.{table} UNION ALL "
+               f"SELECT {cols} FROM cat.{table} WHERE NOT list_contains([{ids}]::BIGINT[], run_id)")  # fmt: skip
+    q(con, "SET search_path = 'lake_wide,main'")
+    try:
+        yield
+    finally:
+        q(con, "RESET search_path")
+        q(con, "DROP SCHEMA lake_wide CASCADE")
 
 
 def remove_task_leftovers(root: Path) -> None:
