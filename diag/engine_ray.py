@@ -30,9 +30,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -40,25 +38,21 @@ from pathlib import Path
 from typing import Any
 
 from diag.discover import Candidate
+from diag.engine_ray_task import FAIL_ONCE_ENV, TASK_PREFIX, RunTask, TaskResult, parse_run
 from diag.errors import DiagError
 from diag.grouping import regroup
 from diag.identity import Plan, joins_only
 from diag.ingest import FileOutcome, Ingestor, IngestSummary, _size
 from diag.ingest_parallel import _drop_empty_jobs, _prepare
-from diag.lake import SMALL_TABLES, LakeWriter, StagingStore, _sequence_starts, _set_sequences, catalog_path
+from diag.lake import SMALL_TABLES, LakeWriter, _sequence_starts, _set_sequences, catalog_path
 from diag.lake import refresh_views as _refresh_views
 from diag.schema import DATA_TABLES, TABLE_BY_NAME
 from diag.sql_text import sql_literal
 from diag.store import _connect, one_line, q
 
 INSTALL_HINT = "--engine ray needs Ray, an optional extra: pip install -e '.[ray]'"
-TASK_PREFIX = (
-    ".incoming-ray-"  # a task's partitions before the driver moves them (LakeWriter's staging names)
-)
-FAIL_ONCE_ENV = "DIAG_RAY_FAIL_ONCE"  # test hook: a path; the first attempt that does not find it dies
 MAX_RETRIES = 3  # a task whose worker died (node lost, OOM kill) runs again, up to this many times
 _RESERVED = 1_000_000  # serving ids per task: a serving result stores one row per request
-_NO_RUN = "run_id=__HIVE_DEFAULT_PARTITION__"
 
 
 class EngineUsageError(DiagError):
@@ -84,137 +78,6 @@ def connect(address: str | None) -> bool:
     return True
 
 
-# -- the task (runs on a worker) -----------------------------------------------------------------------------
-
-
-@dataclass
-class RunTask:
-    root: str  # the lake folder, as every worker sees it
-    candidates: list[Candidate]  # one run's files, in the order the local engine parses them
-    plan: Plan  # their parsers, identities and digests (decided on the driver for the whole input)
-    reserved: dict[str, int]  # run key → run id reserved by the driver
-    id_starts: dict[str, int]  # sequence → first id of this task's block
-    stored_runs: set[int]  # runs with partitions in the lake
-    replace: bool = False
-    max_file_bytes: int = 8 << 30
-
-
-@dataclass
-class TaskResult:
-    outcomes: list[FileOutcome]
-    moves: list[tuple[str, str]]  # (written in the incoming folder, its place in the lake)
-    runs: list[int]  # runs whose partitions the moves replace
-    rows: dict[str, Any]  # small table → Arrow table of the rows this task owns
-    parse_s: float = 0.0
-    wall_s: float = 0.0
-    stats: dict[str, float] = field(default_factory=dict)
-
-
-class _RunStore(StagingStore):
-    """A task's staging database: a run already in the lake is read from its own partition files only."""
-
-    root: Path
-
-    def load_run(self, run_id: int | None) -> None:
-        if run_id is None or run_id in self.loaded or run_id not in self.stored_runs:
-            return
-        self.loaded.add(run_id)
-        for table in DATA_TABLES:
-            files = sorted((self.root / table).glob(f"job_id=*/run_id={int(run_id)}/*.parquet"))
-            if not files:
-                continue
-            paths = "[" + ", ".join(sql_literal(f.as_posix()) for f in files) + "]"
-            source = f"read_parquet({paths}, hive_partitioning=true, union_by_name=true)"
-            have = {r[0] for r in q(self.con, f"DESCRIBE SELECT * FROM {source}")}
-            cols = ", ".join(f'"{c}"' for c in TABLE_BY_NAME[table].column_names if c in have)
-            q(self.con, f'INSERT INTO "{table}" ({cols}) SELECT {cols} FROM {source}')
-
-
-class _RunWriter(LakeWriter):
-    """A ``LakeWriter`` without the lake's lock (the driver holds it) and without a catalog: it writes one
-    task's partitions into its incoming folder and leaves moving them to the driver."""
-
-    def __init__(self, task: RunTask, seed: dict[str, Any], tmp: Path) -> None:  # noqa: D107 - no super(): no lock
-        self.root = Path(task.root)
-        self.staging_path = tmp / "staging.duckdb"
-        self.incoming = self.root / f"{TASK_PREFIX}{uuid.uuid4().hex}"
-        self.store = _RunStore(self.staging_path)
-        self.store.root = self.root
-        con = self.store.con
-        for table in SMALL_TABLES:
-            con.register("seed_rows", seed[table])
-            q(con, f'INSERT INTO "{table}" SELECT * FROM seed_rows')
-            con.unregister("seed_rows")
-        _set_sequences(con, task.id_starts)
-        self.before = dict(q(con, "SELECT run_id, job_id FROM runs"))
-        self.store.stored_runs = set(task.stored_runs)
-        self.files_before = set(q(con, "SELECT file_id, run_id FROM files WHERE status <> 'failed'"))
-
-    def partitions(self) -> tuple[list[tuple[str, str]], list[int]]:
-        """The touched runs' partitions written into the incoming folder; run-less rows (a log of no run) get
-        names of their own, since every task may write some."""
-        runs = self.touched_runs()
-        for run in runs:
-            self.store.load_run(run)
-        moves = []
-        for table in DATA_TABLES:
-            for written, final in self._write_table(table, runs):
-                if final.parent.name == _NO_RUN:
-                    final = final.with_name(f"part-{self.incoming.name[len(TASK_PREFIX) :]}-{final.name}")
-                moves.append((written.as_posix(), final.as_posix()))
-        return moves, runs
-
-    def owned_rows(self, runs: list[int], sources: list[str]) -> dict[str, Any]:
-        """This task's rows of the small tables: its runs, the ledger lines of its runs and files, the jobs."""
-        con, where = self.store.con, {"runs": runs, "sources": sources}
-        return {
-            "runs": con.execute("SELECT * FROM runs WHERE list_contains(?, run_id)", [runs]).to_arrow_table(),
-            "files": con.execute(
-                "SELECT * FROM files WHERE list_contains($runs, run_id) OR list_contains($sources, source)",
-                where,
-            ).to_arrow_table(),
-            "jobs": con.execute("SELECT * FROM jobs").to_arrow_table(),
-        }
-
-    def close(self) -> None:
-        self.store.close()  # the incoming folder stays: the driver moves its files
-
-
-def _fail_once_hook() -> None:
-    """Tests: the first attempt to reach here (the partitions written, not yet moved) dies like a lost node."""
-    marker = os.environ.get(FAIL_ONCE_ENV)
-    if marker and not Path(marker).exists():
-        Path(marker).write_text("failed once\n")
-        os._exit(1)
-
-
-def parse_run(task: RunTask, seed: dict[str, Any]) -> TaskResult:
-    """One run's files parsed into a private database, its partitions written into the lake's incoming area."""
-    started = time.perf_counter()
-    tmp = Path(tempfile.mkdtemp(prefix="diag-ray-"))
-    writer = ing = None
-    try:
-        writer = _RunWriter(task, seed, tmp)
-        ing = Ingestor(
-            writer.store, replace=task.replace, max_file_bytes=task.max_file_bytes, scratch_under=tmp
-        )
-        ing._plan, ing._reserved_runs = task.plan, dict(task.reserved)
-        parse_started = time.perf_counter()
-        outcomes = [ing.ingest_one(c) for c in task.candidates]
-        parse_s = time.perf_counter() - parse_started
-        moves, runs = writer.partitions()
-        _fail_once_hook()
-        own = sorted({o.run_id for o in outcomes if o.run_id is not None} | set(runs))
-        rows = writer.owned_rows(own, [c.source for c in task.candidates])
-    finally:
-        if ing is not None:
-            ing.close()
-        if writer is not None:
-            writer.close()
-        shutil.rmtree(tmp, ignore_errors=True)
-    return TaskResult(outcomes, moves, runs, rows, parse_s, time.perf_counter() - started)
-
-
 # -- the driver ----------------------------------------------------------------------------------------------
 
 
@@ -225,6 +88,7 @@ class RayStats:
     task_wall_s: list[float] = field(default_factory=list)
     task_parse_s: list[float] = field(default_factory=list)
     commit_s: list[float] = field(default_factory=list)
+    commits_runs: list[int] = field(default_factory=list)  # tasks committed by each catalog commit
 
 
 def run_on_ray(
@@ -249,28 +113,12 @@ def run_on_ray(
     remote, local = _split_groups(ing._plan, candidates)
     created_jobs, ing._reserved_runs = _prepare(ing, candidates)
     q(writer.store.con, "DETACH cat")  # the catalog is written as tasks finish: re-attached after them
+    writer.viewed = set()  # type: ignore[attr-defined] - the tables whose views exist (refreshed once)
     tasks, next_ids = _tasks(ing, writer, candidates, remote)
-    con = writer.store.con
-    seed = ray.put({t: con.execute(f'SELECT * FROM "{t}"').to_arrow_table() for t in SMALL_TABLES})
-    parse = ray.remote(max_retries=MAX_RETRIES, retry_exceptions=[OSError])(parse_run)
-    pending = {parse.remote(task, seed): (task, idx) for task, idx in zip(tasks, remote, strict=True)}
     if on_tasks:
-        on_tasks(len(pending))
+        on_tasks(len(tasks))
     outcomes: dict[int, FileOutcome] = {}
-    stats = stats or RayStats()
-    while pending:
-        (ref,), _ = ray.wait(list(pending), num_returns=1)
-        task, idx = pending.pop(ref)
-        try:
-            result: TaskResult = ray.get(ref)
-        except ray.exceptions.RayError as exc:  # retries spent: every file of the run fails, in one line each
-            result = _failed(task, exc)
-        else:
-            started = time.perf_counter()
-            _commit_task(writer, result)
-            stats.commit_s.append(time.perf_counter() - started)
-            stats.task_wall_s.append(result.wall_s)
-            stats.task_parse_s.append(result.parse_s)
+    for result, idx in _run_tasks(ray, writer, tasks, remote, stats or RayStats()):
         for i, outcome in zip(idx, result.outcomes, strict=True):
             outcomes[i] = outcome
             ing._done(outcome)
@@ -289,6 +137,41 @@ def run_on_ray(
     remove_task_leftovers(writer.root)
     summary.files.extend(outcomes[i] for i in range(len(candidates)))
     return summary
+
+
+def _run_tasks(
+    ray: Any, writer: LakeWriter, tasks: list[RunTask], groups: list[list[int]], stats: RayStats
+) -> Iterator[tuple[TaskResult, list[int]]]:
+    """Submit the tasks; as they finish, every task done by then is committed at once (the partitions moved,
+    one catalog transaction) and yielded with its group. A task whose retries are spent yields its files as
+    failed."""
+    con = writer.store.con
+    seed = ray.put({t: con.sql(f'SELECT * FROM "{t}"').to_arrow_table() for t in SMALL_TABLES})
+    fail_once = os.environ.get(FAIL_ONCE_ENV)  # the test hook, passed to the workers
+    hook = {"runtime_env": {"env_vars": {FAIL_ONCE_ENV: fail_once}}} if fail_once else {}
+    parse = ray.remote(max_retries=MAX_RETRIES, retry_exceptions=[OSError], **hook)(parse_run)
+    pending = {parse.remote(task, seed): (task, idx) for task, idx in zip(tasks, groups, strict=True)}
+    while pending:
+        ray.wait(list(pending), num_returns=1)
+        ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0)
+        done: list[tuple[TaskResult, list[int]]] = []
+        for ref in ready:
+            task, idx = pending.pop(ref)
+            try:
+                done.append((ray.get(ref), idx))
+            except ray.exceptions.RayError as exc:  # retries spent: each file of the run fails, in one line
+                done.append((_failed(task, exc), idx))
+        started = time.perf_counter()
+        new_tables: set[str] = set()
+        for result, _ in done:
+            new_tables |= _merge_task(writer, result)
+        commit_catalog(writer, refresh=bool(new_tables - writer.viewed))  # type: ignore[attr-defined]
+        writer.viewed |= new_tables  # type: ignore[attr-defined]
+        stats.commit_s.append(time.perf_counter() - started)
+        stats.commits_runs.append(len(done))
+        stats.task_wall_s += [r.wall_s for r, _ in done]
+        stats.task_parse_s += [r.parse_s for r, _ in done]
+        yield from done
 
 
 def _split_groups(the_plan: Plan, candidates: list[Candidate]) -> tuple[list[list[int]], list[list[int]]]:
@@ -354,8 +237,9 @@ def _failed(task: RunTask, exc: Exception) -> TaskResult:
     return TaskResult(outcomes, [], [], {})
 
 
-def _commit_task(writer: LakeWriter, result: TaskResult) -> None:
-    """A finished task's partitions moved into place, its small-table rows merged, the catalog committed."""
+def _merge_task(writer: LakeWriter, result: TaskResult) -> set[str]:
+    """A finished task's small-table rows merged into the staging database, its partitions moved into place;
+    returns the tables it wrote (the catalog is committed next, for every task done by then)."""
     con = writer.store.con
     for name, rows in result.rows.items():
         con.register(f"task_{name}", rows)
@@ -381,9 +265,7 @@ def _commit_task(writer: LakeWriter, result: TaskResult) -> None:
             for path in (writer.root / table).glob(f"job_id=*/run_id={int(run)}/*.parquet"):
                 if path not in placed:
                     path.unlink()
-    new_tables = {Path(final).parts[-4] for _, final in result.moves}
-    commit_catalog(writer, refresh=bool(new_tables - getattr(writer, "viewed", set())))
-    writer.viewed = getattr(writer, "viewed", set()) | new_tables  # type: ignore[attr-defined]
+    return {Path(final).parts[-4] for _, final in result.moves}
 
 
 def commit_catalog(writer: LakeWriter, refresh: bool) -> None:
@@ -391,7 +273,7 @@ def commit_catalog(writer: LakeWriter, refresh: bool) -> None:
     views refreshed when a table got its first partition (a view reads every partition without it)."""
     con = writer.store.con
     starts = _sequence_starts(con)
-    rows = {t: con.execute(f'SELECT * FROM "{t}"').to_arrow_table() for t in SMALL_TABLES}
+    rows = {t: con.sql(f'SELECT * FROM "{t}"').to_arrow_table() for t in SMALL_TABLES}
     cat = _connect(catalog_path(writer.root), read_only=False)
     try:
         q(cat, "BEGIN TRANSACTION")

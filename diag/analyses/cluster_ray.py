@@ -81,7 +81,7 @@ def run_summary(root: str, run_id: int) -> dict[str, Any]:
     """On a worker: one run's summary tables (Arrow), read from its partitions only."""
     with open_lake(root) as store:
         out = {
-            name: store.con.execute(sql.format(run=int(run_id))).to_arrow_table()
+            name: store.con.sql(sql.format(run=int(run_id))).to_arrow_table()
             for name, sql in _SUMMARY_SQL.items()
         }
         if out["step_trace"].num_rows:  # ProfilerStep spans stand in only for a run without step_trace
