@@ -147,9 +147,7 @@ def _run_tasks(
     failed."""
     con = writer.store.con
     seed = ray.put({t: con.sql(f'SELECT * FROM "{t}"').to_arrow_table() for t in SMALL_TABLES})
-    fail_once = os.environ.get(FAIL_ONCE_ENV)  # the test hook, passed to the workers
-    hook = {"runtime_env": {"env_vars": {FAIL_ONCE_ENV: fail_once}}} if fail_once else {}
-    parse = ray.remote(max_retries=MAX_RETRIES, retry_exceptions=[OSError], **hook)(parse_run)
+    parse = ray.remote(max_retries=MAX_RETRIES, retry_exceptions=[OSError])(parse_run)
     pending = {parse.remote(task, seed): (task, idx) for task, idx in zip(tasks, groups, strict=True)}
     while pending:
         ray.wait(list(pending), num_returns=1)
@@ -216,7 +214,8 @@ def _tasks(
                 stored,
                 ing.replace,
                 ing.max_file_bytes,
-            )  # fmt: skip
+                os.environ.get(FAIL_ONCE_ENV),  # the test hook, carried to the worker by the task
+            )
         )
         nxt = {seq: start + blocks[seq] for seq, start in nxt.items()}
     return tasks, nxt

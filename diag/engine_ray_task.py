@@ -30,7 +30,7 @@ from diag.sql_text import sql_literal
 from diag.store import q
 
 TASK_PREFIX = ".incoming-ray-"  # a task's partitions before the driver moves them (never globbed by readers)
-FAIL_ONCE_ENV = "DIAG_RAY_FAIL_ONCE"  # test hook: a path; the first attempt that does not find it dies
+FAIL_ONCE_ENV = "DIAG_RAY_FAIL_ONCE"  # test hook, read by the driver: a path; the first attempt that does not find it dies
 _NO_RUN = "run_id=__HIVE_DEFAULT_PARTITION__"
 
 
@@ -44,6 +44,7 @@ class RunTask:
     stored_runs: set[int]  # runs with partitions in the lake
     replace: bool = False
     max_file_bytes: int = 8 << 30
+    fail_once: str | None = None  # the test hook's marker path (DIAG_RAY_FAIL_ONCE on the driver)
 
 
 @dataclass
@@ -156,9 +157,8 @@ def _empty(store: _RunStore) -> None:
         store.close()
 
 
-def _fail_once_hook() -> None:
+def _fail_once_hook(marker: str | None) -> None:
     """Tests: the first attempt to reach here (the partitions written, not yet moved) dies like a lost node."""
-    marker = os.environ.get(FAIL_ONCE_ENV)
     if marker and not Path(marker).exists():
         Path(marker).write_text("failed once\n")
         os._exit(1)
@@ -179,7 +179,7 @@ def parse_run(task: RunTask, seed: dict[str, Any]) -> TaskResult:
         outcomes = [ing.ingest_one(c) for c in task.candidates]
         parse_s = time.perf_counter() - parse_started
         moves, runs = writer.partitions()
-        _fail_once_hook()
+        _fail_once_hook(task.fail_once)
         own = sorted({o.run_id for o in outcomes if o.run_id is not None} | set(runs))
         rows = writer.owned_rows(own, [c.source for c in task.candidates])
     finally:
