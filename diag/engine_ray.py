@@ -5,8 +5,8 @@ every file's parser and identity, group the files into runs (``Plan.group_of``),
 the run ids in input order (``diag.ingest_parallel._prepare``: the run ids are the local engine's) — then
 submits one task per run (largest first).  A task, on any worker that sees the lake's folder:
 
-* seeds a private DuckDB file (worker-local temp) with the catalog's small tables (jobs, runs, the ledger) as
-  the driver had them at submission, and id blocks of its own for the files, runs and serving rows it may
+* seeds a private DuckDB file (worker-local temp, kept by the worker process between tasks) with the catalog's
+  small tables (jobs, runs, the ledger) as the driver had them at submission, and id blocks of its own for the files, runs and serving rows it may
   create (so tasks never draw the same id);
 * runs ``Ingestor.ingest_one`` over the run's files in the local engine's order (logs of the run included):
   the same parsers, the same ledger check (an unchanged file is skipped by its hash), the same one-line
@@ -15,9 +15,9 @@ submits one task per run (largest first).  A task, on any worker that sees the l
 * writes the touched run's partitions (``LakeWriter._write_table``) into ``DIR/.incoming-ray-<token>/`` and
   returns their names, the outcomes and its rows of the small tables.
 
-As each task finishes the driver moves its files into place with ``os.replace`` (atomic: a reader sees the old
-partition or the new one) and commits the catalog in one transaction, so a killed driver leaves a lake of
-whole runs.  A task whose worker dies is retried (``max_retries``); its half-written incoming folder is never
+As tasks finish the driver merges their small-table rows, moves their files into place with ``os.replace``
+(atomic: a reader sees the old partition or the new one) and commits the catalog in one transaction for every
+task finished by then, so a killed driver leaves a lake of whole runs.  A task whose worker dies is retried (``max_retries``); its half-written incoming folder is never
 read (readers glob ``DIR/<table>/**``) and is removed at the end.  Files that only join a run and were not
 grouped with one (a log alone in its folder) are parsed on the driver afterwards, with orphans attached and
 jobs regrouped as in a local ingest, and the usual ``LakeWriter.commit`` finishes the ingest.
@@ -113,12 +113,11 @@ def run_on_ray(
     remote, local = _split_groups(ing._plan, candidates)
     created_jobs, ing._reserved_runs = _prepare(ing, candidates)
     q(writer.store.con, "DETACH cat")  # the catalog is written as tasks finish: re-attached after them
-    writer.viewed = set()  # type: ignore[attr-defined] - the tables whose views exist (refreshed once)
     tasks, next_ids = _tasks(ing, writer, candidates, remote)
     if on_tasks:
         on_tasks(len(tasks))
     outcomes: dict[int, FileOutcome] = {}
-    for result, idx in _run_tasks(ray, writer, tasks, remote, stats or RayStats()):
+    for result, idx in _run_tasks(ray, writer, tasks, remote, ing._reserved_runs, stats or RayStats()):
         for i, outcome in zip(idx, result.outcomes, strict=True):
             outcomes[i] = outcome
             ing._done(outcome)
@@ -140,15 +139,19 @@ def run_on_ray(
 
 
 def _run_tasks(
-    ray: Any, writer: LakeWriter, tasks: list[RunTask], groups: list[list[int]], stats: RayStats
-) -> Iterator[tuple[TaskResult, list[int]]]:
+    ray: Any, writer: LakeWriter, tasks: list[RunTask], groups: list[list[int]], reserved: dict[str, int],
+    stats: RayStats,
+) -> Iterator[tuple[TaskResult, list[int]]]:  # fmt: skip
     """Submit the tasks; as they finish, every task done by then is committed at once (the partitions moved,
     one catalog transaction) and yielded with its group. A task whose retries are spent yields its files as
     failed."""
     con = writer.store.con
-    seed = ray.put({t: con.sql(f'SELECT * FROM "{t}"').to_arrow_table() for t in SMALL_TABLES})
+    # what every task starts from, in the object store once: the small tables and the reserved run ids
+    seed = ray.put({**{t: con.sql(f'SELECT * FROM "{t}"').to_arrow_table() for t in SMALL_TABLES},
+                    "reserved": reserved})  # fmt: skip
     parse = ray.remote(max_retries=MAX_RETRIES, retry_exceptions=[OSError])(parse_run)
     pending = {parse.remote(task, seed): (task, idx) for task, idx in zip(tasks, groups, strict=True)}
+    viewed: set[str] = set()  # tables whose view the catalog has (refreshed when a table gets its first file)
     while pending:
         ray.wait(list(pending), num_returns=1)
         ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0)
@@ -163,8 +166,8 @@ def _run_tasks(
         new_tables: set[str] = set()
         for result, _ in done:
             new_tables |= _merge_task(writer, result)
-        commit_catalog(writer, refresh=bool(new_tables - writer.viewed))  # type: ignore[attr-defined]
-        writer.viewed |= new_tables  # type: ignore[attr-defined]
+        commit_catalog(writer, refresh=bool(new_tables - viewed))
+        viewed |= new_tables
         stats.commit_s.append(time.perf_counter() - started)
         stats.commits_runs.append(len(done))
         stats.task_wall_s += [r.wall_s for r, _ in done]
@@ -179,8 +182,10 @@ def _split_groups(the_plan: Plan, candidates: list[Candidate]) -> tuple[list[lis
     for i in the_plan.order(candidates):
         groups.setdefault(the_plan.group_of(candidates[i]), []).append(i)
     ordered = sorted(groups.values(), key=lambda idx: -sum(_size(candidates[i].path) for i in idx))
-    makes = [g for g in ordered if any(_makes_run(the_plan, candidates[i]) for i in g)]
-    return makes, [g for g in ordered if g not in makes]
+    makes = [any(_makes_run(the_plan, candidates[i]) for i in g) for g in ordered]
+    return [g for g, m in zip(ordered, makes, strict=True) if m], [
+        g for g, m in zip(ordered, makes, strict=True) if not m
+    ]
 
 
 def _makes_run(the_plan: Plan, cand: Candidate) -> bool:
@@ -209,7 +214,6 @@ def _tasks(
                 str(writer.root.resolve()),
                 cands,
                 sub,
-                dict(ing._reserved_runs),
                 dict(nxt),
                 stored,
                 ing.replace,

@@ -39,7 +39,6 @@ class RunTask:
     root: str  # the lake folder, as every worker sees it
     candidates: list[Candidate]  # one run's files, in the order the local engine parses them
     plan: Plan  # their parsers, identities and digests (decided on the driver for the whole input)
-    reserved: dict[str, int]  # run key → run id reserved by the driver
     id_starts: dict[str, int]  # sequence → first id of this task's block
     stored_runs: set[int]  # runs with partitions in the lake
     replace: bool = False
@@ -174,7 +173,7 @@ def parse_run(task: RunTask, seed: dict[str, Any]) -> TaskResult:
         ing = Ingestor(
             writer.store, replace=task.replace, max_file_bytes=task.max_file_bytes, scratch_under=tmp
         )
-        ing._plan, ing._reserved_runs = task.plan, dict(task.reserved)
+        ing._plan, ing._reserved_runs = task.plan, dict(seed["reserved"])  # run key → id the driver reserved
         parse_started = time.perf_counter()
         outcomes = [ing.ingest_one(c) for c in task.candidates]
         parse_s = time.perf_counter() - parse_started
