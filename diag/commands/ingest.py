@@ -151,7 +151,7 @@ def ingest(
         str,
         typer.Option(
             "--engine",
-            help="local: this machine (-j). ray: one Ray task per run, into --lake (pip install -e '.[ray]').",
+            help="local: this machine (-j). ray: one Ray task per run, into --lake (needs the optional ray extra).",
         ),
     ] = "local",
     address: Annotated[
