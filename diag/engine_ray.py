@@ -32,7 +32,6 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,7 +43,14 @@ from diag.grouping import regroup
 from diag.identity import Plan, joins_only
 from diag.ingest import FileOutcome, Ingestor, IngestSummary, _size
 from diag.ingest_parallel import _drop_empty_jobs, _prepare
-from diag.lake import SMALL_TABLES, LakeWriter, _sequence_starts, _set_sequences, catalog_path
+from diag.lake import (
+    SMALL_TABLES,
+    LakeWriter,
+    _sequence_starts,
+    _set_sequences,
+    catalog_path,
+    lake_wide_spans,
+)
 from diag.lake import refresh_views as _refresh_views
 from diag.schema import DATA_TABLES, TABLE_BY_NAME
 from diag.sql_text import sql_literal
@@ -306,25 +312,6 @@ def _reseed(writer: LakeWriter, next_ids: dict[str, int]) -> None:
     writer.store.stored_runs = set(writer.before)  # type: ignore[attr-defined]
     writer.files_before = set(q(con, "SELECT file_id, run_id FROM cat.files WHERE status <> 'failed'"))
     _set_sequences(con, {seq: max(start, _sequence_starts(con)[seq]) for seq, start in next_ids.items()})
-
-
-@contextmanager
-def lake_wide_spans(writer: LakeWriter) -> Iterator[None]:
-    """While regrouping: the capture windows ``diag.grouping`` reads from ``comm_ops`` and ``steps`` cover the
-    runs whose rows are only in the lake (the tasks' runs, the runs this ingest left alone), not only those in
-    the staging database. Views in a schema of their own, first on the search path, for the regroup only."""
-    con = writer.store.con
-    ids = ", ".join(str(int(r)) for r in sorted(writer.store.loaded))  # type: ignore[attr-defined]
-    q(con, "CREATE SCHEMA IF NOT EXISTS lake_wide")
-    for table, cols in (("comm_ops", "run_id, start_ns, elapse_ns"), ("steps", "run_id, start_ns, end_ns")):
-        q(con, f"CREATE OR REPLACE VIEW lake_wide.{table} AS SELECT {cols} FROM main.{table} UNION ALL "
-               f"SELECT {cols} FROM cat.{table} WHERE NOT list_contains([{ids}]::BIGINT[], run_id)")  # fmt: skip
-    q(con, "SET search_path = 'lake_wide,main'")
-    try:
-        yield
-    finally:
-        q(con, "RESET search_path")
-        q(con, "DROP SCHEMA lake_wide CASCADE")
 
 
 def remove_task_leftovers(root: Path) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from diag.cli import main
+from diag.lake import open_lake
 from tests.conftest import FIXTURES
 
 PLOG = FIXTURES / "cann_log" / "two_ranks" / "rank0" / "debug" / "plog"
@@ -79,3 +80,22 @@ def test_a_lake_reingest_of_unchanged_files_leaves_the_rows_of_no_run_alone(tmp_
     before = part.stat().st_mtime_ns
     assert main(["ingest", str(PLOG), "--lake", str(lake)]) == 0
     assert [p.stat().st_mtime_ns for p in lake.glob("log_records/*/*/*.parquet")] == [before]
+
+
+def test_a_lake_reingest_keeps_a_job_whose_capture_windows_are_only_in_the_lake(tmp_path: Path) -> None:
+    """A cluster job whose runs' capture windows come from comm_ops alone (no trace): a re-ingest that changes
+    nothing regroups it with those windows read from the lake, not from the (empty) staging rows — before, it
+    split the job into one job per rank, and `diag cluster` had nothing to compare."""
+    from sample_traces.generate_cluster import main as generate_cluster
+
+    job, lake = tmp_path / "job", tmp_path / "lake"
+    assert (
+        generate_cluster([str(job), "--ranks", "4", "--steps", "2", "--tp", "2", "--slow-link", "1", "3"])
+        == 0
+    )
+    for _ in range(2):
+        assert main(["ingest", str(job), "--lake", str(lake)]) == 0
+        with open_lake(lake) as store:
+            assert store.con.execute("SELECT count(*), count(DISTINCT job_id) FROM runs").fetchall() == [
+                (4, 1)
+            ]

@@ -30,8 +30,9 @@ from diag.commands._common import (
 )
 from diag.commands._format import MISSING, escape, fmt_count
 from diag.discover import Candidate
+from diag.grouping import regroup
 from diag.ingest import DEFAULT_MAX_FILE_BYTES, FileOutcome, Ingestor, IngestSummary
-from diag.lake import LakeWriter
+from diag.lake import LakeWriter, lake_wide_spans
 from diag.store import Store
 
 SKIPPED_SHOWN = 10  # skipped files named per reason in the normal output; the rest are counted
@@ -222,6 +223,9 @@ def ingest(
                 )
             else:
                 summary = ingestor.run(candidates, refused, jobs=workers)
+                if writer:  # regrouped again with the capture windows of the runs only in the lake (#23)
+                    with lake_wide_spans(writer):
+                        regroup(store)
         payload = summary_json(db, summary, store)
     finally:
         ingestor.close()
