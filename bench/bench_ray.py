@@ -122,12 +122,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workdir", type=Path)
     a = p.parse_args(argv)
     work = a.workdir or Path(tempfile.mkdtemp(prefix="bench-ray-"))
+    try:
+        return run(a, work)
+    finally:
+        if not a.workdir:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def run(a: argparse.Namespace, work: Path) -> int:
+    """Generate, ingest both ways, compare, time the tasks; then ``report``."""
     job = work / "job"
     shutil.rmtree(job, ignore_errors=True)
     tp = 8 if a.ranks % 8 == 0 and a.ranks >= 16 else a.ranks // 2  # two nodes at least
     assert generate_cluster([str(job), "--ranks", str(a.ranks), "--steps", str(a.steps), "--tp", str(tp),
                              "--slow-link", "1", str(1 + tp)]) == 0  # fmt: skip
-    size = folder_bytes(job)
     for lake in ("lake_local", "lake_ray"):
         shutil.rmtree(work / lake, ignore_errors=True)
     local = measure([sys.executable, "-m", "diag.cli", "ingest", str(job), "--lake", str(work / "lake_local"),
@@ -144,7 +152,15 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         ray.shutdown()
     same = lake_rows(work / "lake_local") == lake_rows(work / "lake_ray")
+    report(a, folder_bytes(job), local, (ray_s, init_s, noop_s), stats, same)
+    return 0 if same else 1
 
+
+def report(
+    a: argparse.Namespace, size: int, local: dict, ray_times: tuple[float, float, float], stats, same: bool
+) -> None:  # noqa: ANN001
+    """The figures, the projection with its assumptions, and one JSON line."""
+    ray_s, init_s, noop_s = ray_times
     parse_total = sum(stats.task_parse_s)
     over = [w - p_ for w, p_ in zip(stats.task_wall_s, stats.task_parse_s, strict=True)]
     commit_per_run = sum(stats.commit_s) / max(len(stats.task_wall_s), 1)
@@ -180,9 +196,6 @@ def main(argv: list[str] | None = None) -> int:
                       "same_rows": same, "noop_task_s": noop_s, "task_overhead_median_s": statistics.median(over),
                       "commit_per_run_s": commit_per_run, "measured_parse_mbps": measured_mbps,
                       "projection": rows}))  # fmt: skip
-    if not a.workdir:
-        shutil.rmtree(work, ignore_errors=True)
-    return 0 if same else 1
 
 
 if __name__ == "__main__":

@@ -49,9 +49,9 @@ from diag.lake import (
     _sequence_starts,
     _set_sequences,
     catalog_path,
-    lake_wide_spans,
 )
 from diag.lake import refresh_views as _refresh_views
+from diag.lake_grouping import lake_wide_spans
 from diag.schema import DATA_TABLES, TABLE_BY_NAME
 from diag.sql_text import sql_literal
 from diag.store import _connect, one_line, q

@@ -32,7 +32,8 @@ from diag.commands._format import MISSING, escape, fmt_count
 from diag.discover import Candidate
 from diag.grouping import regroup
 from diag.ingest import DEFAULT_MAX_FILE_BYTES, FileOutcome, Ingestor, IngestSummary
-from diag.lake import LakeWriter, lake_wide_spans
+from diag.lake import LakeWriter
+from diag.lake_grouping import lake_wide_spans
 from diag.store import Store
 
 SKIPPED_SHOWN = 10  # skipped files named per reason in the normal output; the rest are counted
