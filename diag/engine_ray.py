@@ -80,7 +80,10 @@ def connect(address: str | None) -> bool:
     ray = import_ray()
     if ray.is_initialized():
         return False
-    ray.init(address=address, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    try:
+        ray.init(address=address, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    except (ConnectionError, RuntimeError, ValueError) as exc:  # no cluster there, a bad address
+        raise DiagError(f"--address {address}: cannot join a Ray cluster ({one_line(exc)})") from None
     return True
 
 
