@@ -23,7 +23,8 @@ from tests.conftest import FIXTURES
 
 ray = pytest.importorskip("ray")
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+# one Ray instance and one pair of stores: the module's tests belong together (under `--dist loadgroup`)
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.xdist_group("ray")]
 PLOGS = FIXTURES / "cann_log" / "two_ranks"
 
 
