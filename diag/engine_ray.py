@@ -340,16 +340,21 @@ def check_engine(engine: str, lake: str | None, address: str | None) -> bool:
 
 def ingest_with_progress(
     ing: Ingestor, writer: LakeWriter, candidates: list[Candidate], refused: list[FileOutcome],
-    progress: Any, address: str | None,
+    progress: Any, bar: Any, address: str | None,
 ) -> IngestSummary:  # fmt: skip
-    """``run_on_ray`` for the CLI: Ray joined (or started) for the ingest, a second bar over the tasks."""
+    """``run_on_ray`` for the CLI: Ray joined (or started) for the ingest; the bytes bar ``bar`` (advanced per
+    file by the caller's report) also counts the tasks done."""
     started = connect(address)
-    bar: list[Any] = []
+    tasks = {"total": 0, "done": 0}
+
+    def task_done() -> None:
+        tasks["done"] += 1
+        progress.update(bar, description=f"{tasks['done']}/{tasks['total']} Ray tasks done")
+
     try:
         return run_on_ray(
             ing, writer, candidates, refused,
-            on_tasks=lambda n: bar.append(progress.add_task("ray tasks", total=n or 1)),
-            on_task_done=lambda: progress.advance(bar[0], 1),
+            on_tasks=lambda n: tasks.update(total=n), on_task_done=task_done,
         )  # fmt: skip
     finally:
         if started:

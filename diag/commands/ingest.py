@@ -220,7 +220,7 @@ def ingest(
             task = progress.add_task("", total=total or 1)
             if on_ray and writer:
                 summary = engine_ray.ingest_with_progress(
-                    ingestor, writer, candidates, refused, progress, address
+                    ingestor, writer, candidates, refused, progress, task, address
                 )
             else:
                 summary = ingestor.run(candidates, refused, jobs=workers)
