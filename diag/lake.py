@@ -266,6 +266,8 @@ class LakeWriter:
     the touched runs' partitions into the lake and the small tables into the catalog. One writer at a time (the
     catalog's write lock is taken at the start and at the commit)."""
 
+    orphans_changed = True  # whether the rows of no run changed (``touched_runs`` decides it)
+
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
         if self.root.exists() and not self.root.is_dir():
@@ -310,7 +312,10 @@ class LakeWriter:
         """Runs whose partitions change: a changed file set (a file new, replaced or attached) or a new job."""
         con = self.store.con
         files_now = set(q(con, "SELECT file_id, run_id FROM files WHERE status <> 'failed'"))
-        touched = {run for _, run in files_now ^ self.files_before if run is not None}
+        changed = files_now ^ self.files_before
+        # the rows of no run (a log stored before its run) are rewritten only when a file of theirs changed
+        self.orphans_changed = any(run is None for _, run in changed)
+        touched = {run for _, run in changed if run is not None}
         touched |= {
             run for run, job in q(con, "SELECT run_id, job_id FROM runs") if self.before.get(run, job) != job
         }
@@ -341,16 +346,17 @@ class LakeWriter:
             return []
         source = (
             f'SELECT x.*{"" if "job_id" in cols else ", r.job_id"} FROM "{t.name}" x LEFT JOIN runs r USING (run_id) '
-            f"WHERE list_contains(?, x.run_id) OR x.run_id IS NULL"
+            f"WHERE list_contains(?, x.run_id) OR (x.run_id IS NULL AND ?)"
         )
-        if not q(self.store.con, f"SELECT count(*) FROM ({source})", [runs])[0][0]:
+        params = [runs, self.orphans_changed]
+        if not q(self.store.con, f"SELECT count(*) FROM ({source})", params)[0][0]:
             return []
         target = self.incoming / table
         self.incoming.mkdir(exist_ok=True)
         q(
             self.store.con,
             f"COPY ({source}) TO {sql_literal(target.as_posix())} (FORMAT parquet, PARTITION_BY (job_id, run_id))",
-            [runs],
+            params,
         )
         moves = []
         for part_dir in sorted(p for p in target.glob("*/*") if p.is_dir()):
@@ -363,7 +369,9 @@ class LakeWriter:
         """Partition files of the touched runs (and run-less ones) that this write did not replace: a run that
         moved to another job, a table a replaced file no longer fills, a partition now split in fewer files."""
         keep = set(placed)
-        names = {f"run_id={r}" for r in runs} | {"run_id=__HIVE_DEFAULT_PARTITION__"}
+        names = {f"run_id={r}" for r in runs} | (
+            {"run_id=__HIVE_DEFAULT_PARTITION__"} if self.orphans_changed else set()
+        )
         for table in DATA_TABLES:
             for path in (self.root / table).glob("*/*/*.parquet"):
                 if path.parent.name in names and path not in keep:

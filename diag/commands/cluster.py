@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from diag.analyses.cluster import ClusterView, cluster_view, list_jobs
+from diag.analyses.cluster_ray import cluster_views_on_ray, lake_of_engine
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
 from diag.commands._format import cell, escape, fmt_count, fmt_ns, fmt_num, fmt_pct, table
 from diag.errors import DiagError
@@ -54,10 +55,28 @@ def _print(view: ClusterView) -> None:
                   f"{escape(view.open_next.why)}")  # fmt: skip
 
 
-def cluster(db: DbOption = DEFAULT, job: JobOption = None, as_json: JsonOption = False) -> None:
+EngineOption = Annotated[
+    str,
+    typer.Option("--engine", help="local: this machine. ray: per-run summaries on Ray workers, over --lake."),
+]
+AddressOption = Annotated[
+    str | None, typer.Option("--address", help="With --engine ray: the cluster (auto, ray://HOST:PORT).")
+]
+
+
+def cluster(
+    db: DbOption = DEFAULT,
+    job: JobOption = None,
+    as_json: JsonOption = False,
+    engine: EngineOption = "local",
+    address: AddressOption = None,
+) -> None:
     """A multi-rank job: step time per rank and step, slow ranks and links, the rank to open next."""
-    with Store(db, read_only=True) as store:
-        views = [cluster_view(store, j) for j in _job_ids(store, job)]
+    if lake_of_engine(engine, db, address) is not None:  # #23: the same view, reduced from per-run tasks
+        views = cluster_views_on_ray(db, job, address, _job_ids)
+    else:
+        with Store(db, read_only=True) as store:
+            views = [cluster_view(store, j) for j in _job_ids(store, job)]
     if as_json:
         print_json({"db": db, "jobs": [v.to_json() for v in views]})
         return

@@ -18,7 +18,7 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from diag import i18n
+from diag import engine_ray, i18n
 from diag.commands._common import (
     DEFAULT,
     DbOption,
@@ -30,8 +30,10 @@ from diag.commands._common import (
 )
 from diag.commands._format import MISSING, escape, fmt_count
 from diag.discover import Candidate
+from diag.grouping import regroup
 from diag.ingest import DEFAULT_MAX_FILE_BYTES, FileOutcome, Ingestor, IngestSummary
 from diag.lake import LakeWriter
+from diag.lake_grouping import lake_wide_spans
 from diag.store import Store
 
 SKIPPED_SHOWN = 10  # skipped files named per reason in the normal output; the rest are counted
@@ -147,11 +149,25 @@ def ingest(
             "--lake", help="Write into this Parquet lake folder (created if new) instead of a DuckDB file."
         ),
     ] = None,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine",
+            help="local: this machine (-j). ray: one Ray task per run, into --lake (needs the optional ray extra).",
+        ),
+    ] = "local",
+    address: Annotated[
+        str | None,
+        typer.Option(
+            "--address", help="With --engine ray: the cluster (auto, ray://HOST:PORT); default a local one."
+        ),
+    ] = None,
 ) -> None:
     """Ingest profiler outputs; prints a line per file and a summary. Exit 1 if any file failed."""
     err = console(stderr=True)
     out = console()
     refuse_db_with_lake(db, lake)  # --lake: write into the lake folder (created) instead of a DuckDB file
+    on_ray = engine_ray.check_engine(engine, lake, address)  # #23: a usage error before anything is written
     writer = LakeWriter(lake) if lake else None
     store = writer.store if writer else Store(db)
     db = lake or db
@@ -202,7 +218,15 @@ def ingest(
         total = sum(c.path.stat().st_size for c in candidates)
         with progress:
             task = progress.add_task("", total=total or 1)
-            summary = ingestor.run(candidates, refused, jobs=workers)
+            if on_ray and writer:
+                summary = engine_ray.ingest_with_progress(
+                    ingestor, writer, candidates, refused, progress, task, address
+                )
+            else:
+                summary = ingestor.run(candidates, refused, jobs=workers)
+                if writer:  # regrouped again with the capture windows of the runs only in the lake (#23)
+                    with lake_wide_spans(writer):
+                        regroup(store)
         payload = summary_json(db, summary, store)
     finally:
         ingestor.close()
