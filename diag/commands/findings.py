@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 
 from diag.analyses import owners
+from diag.analyses.cluster_ray import device_findings_on_ray, lake_of_engine
 from diag.analyses.counts import KernelCounts, kernel_counts
 from diag.analyses.findings import device_findings
 from diag.analyses.log_diagnosis import log_findings
@@ -25,6 +26,7 @@ from diag.commands._format import (
     path_tails,
     table,
 )
+from diag.commands.cluster import AddressOption, EngineOption
 from diag.errors import DiagError
 from diag.store import Store
 
@@ -43,10 +45,33 @@ def _run_ids(store: Store, run: int | None) -> list[int]:
     return ids
 
 
-def findings(db: DbOption = DEFAULT, run: RunOption = None, as_json: JsonOption = False) -> None:
+def _device_findings_on_ray(lake, ids: list[int], address: str | None):
+    """#23: each run's device findings as a Ray task over the lake (equal to the local ones, tested)."""
+    from diag.engine_ray import connect, import_ray
+
+    started = connect(address)
+    try:
+        return device_findings_on_ray(lake, ids)
+    finally:
+        if started:
+            import_ray().shutdown()
+
+
+def findings(
+    db: DbOption = DEFAULT,
+    run: RunOption = None,
+    as_json: JsonOption = False,
+    engine: EngineOption = "local",
+    address: AddressOption = None,
+) -> None:
     """Ranked findings per run (device time and logs): category, severity, impact, evidence, suggestion."""
+    lake = lake_of_engine(engine, db, address)
     with Store(db, read_only=True) as store:
-        done, failed = per_run(_run_ids(store, run), lambda rid: device_findings(store, rid))
+        ids = _run_ids(store, run)
+        if lake is not None:
+            done, failed = _device_findings_on_ray(lake, ids, address)
+        else:
+            done, failed = per_run(ids, lambda rid: device_findings(store, rid))
         result: dict[int | None, list] = dict(done)
         if run is not None:
             result[run] = result.get(run, []) + log_findings(store, run)
