@@ -106,8 +106,9 @@ def _log_files(paths: list[Path]) -> list[Path]:
     return out
 
 
-def profile_logs(paths: list[Path]) -> list[tuple[float, str]]:
-    """Seconds per stage of the log parser over ``paths`` (one thread), the inserts, and the whole ingest."""
+def profile_logs(paths: list[Path], db: Path) -> list[tuple[float, str]]:
+    """Seconds per stage of the log parser over ``paths`` (one thread), the commits, and the whole ingest into
+    ``db``."""
     import importlib
 
     import parsers.cann_log as cann_log
@@ -124,11 +125,10 @@ def profile_logs(paths: list[Path]) -> list[tuple[float, str]]:
     store_mod.q = lambda con, sql, *a: (timed_q if sql == "COMMIT" else real_q)(con, sql, *a)
     cann_log.WORKERS, workers = 1, cann_log.WORKERS
     try:
-        with tempfile.TemporaryDirectory(prefix="diag-profile-") as tmp:
-            t = time.perf_counter()
-            with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
-                diag_main(["ingest", *map(str, paths), "--db", str(Path(tmp) / "p.duckdb"), "--json"])
-            total = time.perf_counter() - t
+        t = time.perf_counter()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+            diag_main(["ingest", *map(str, paths), "--db", str(db), "--json"])
+        total = time.perf_counter() - t
     finally:
         for mod, fn_name, fn in originals:
             setattr(mod, fn_name, fn)
@@ -169,10 +169,11 @@ def _adding(fn, label: str, spent: dict[str, float]):  # noqa: ANN001, ANN202
     return wrapper
 
 
-def duckdb_log_steps(paths: list[Path]) -> list[tuple[float, str]]:
+def duckdb_log_steps(paths: list[Path], stored: Path) -> list[tuple[float, str]]:
     """What DuckDB itself needs for each step of a log ingest on the same files, each statement timed alone:
-    the lines read and stored (the floor), the plog header regex, records grouped by a running sum, and one
-    regexp over every record's text (the rules' case-sensitive alternation)."""
+    the lines read and stored (the floor), the plog header regex, records grouped by a running sum, one regexp
+    over every record's text (the rules' case-sensitive alternation), and the rows diag stored (``stored``'s
+    log_records, every column) stored again in one statement: the floor of storing what diag stores."""
     import duckdb
 
     from parsers._log_grammar import PLOG_RX
@@ -207,22 +208,35 @@ def duckdb_log_steps(paths: list[Path]) -> list[tuple[float, str]]:
          f"CREATE TABLE raw AS SELECT filename, line, row_number() OVER () AS n FROM {src}"),
         ("DuckDB: plog header regex (regexp_extract of 14 groups)",
          f"CREATE TABLE hdr AS SELECT n, line, regexp_extract(line, ?, {names!r}) AS h FROM raw"),
+        ("DuckDB: plog header by position (instr / substr / strptime, as _plog_fast does it)",
+         "CREATE TABLE pos AS SELECT n, substr(line, 2, 2) AS lv, substr(line, b + 1, p - b - 1) AS module, "
+         "TRY_CAST(substr(line, p + 1, c - p - 1) AS BIGINT) AS pid, substr(line, c + 1, e - c - 1) AS pname, "
+         "try_strptime(substr(line, e + 2, 19), '%Y-%m-%d-%H:%M:%S') AS ts, substr(line, e + 29) AS rest FROM "
+         "(SELECT n, line, instr(line, ']') AS b, instr(line, '(') AS p, instr(line, ',') AS c, "
+         "instr(line, '):') AS e FROM raw)"),
         ("DuckDB: records by a running sum of starts, grouped",
          "CREATE TABLE rec AS SELECT filename, g, string_agg(line, chr(10) ORDER BY n) AS raw FROM "
          "(SELECT filename, n, line, sum(CASE WHEN regexp_matches(line, ?) THEN 1 ELSE 0 END) "
          "OVER (PARTITION BY filename ORDER BY n) AS g FROM raw) GROUP BY filename, g"),
         ("DuckDB: one regexp over every record (the rules' alternation)",
          "CREATE TABLE hit AS SELECT g, regexp_matches(raw, ?) AS hit FROM rec"),
+        ("DuckDB: diag's log_records rows stored in one statement (+ CHECKPOINT)",
+         "CREATE TABLE again AS SELECT * FROM diag.log_records; CHECKPOINT"),
     )  # fmt: skip
     params = (
         None,
         [re.sub(r"\(\?P<\w+>", "(", PLOG_RX)],
+        None,
         [r"^\[(?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE)\]"],
         [rules],
+        None,
     )
     out = []
     with tempfile.TemporaryDirectory(prefix="diag-profile-") as tmp:
         con = duckdb.connect(str(Path(tmp) / "steps.duckdb"))
+        con.execute(f"ATTACH '{stored}' AS diag (READ_ONLY)").fetchall()
+        for setting in ("memory_limit='1GB'", "preserve_insertion_order=false"):  # as bench_logs' floor
+            con.execute(f"SET {setting}").fetchall()
         for (label, sql), args in zip(steps, params, strict=True):
             t = time.perf_counter()
             try:
@@ -245,8 +259,10 @@ def main(argv: list[str] | None = None) -> int:
     if a.logs:
         size = sum(f.stat().st_size for f in _log_files(a.file))
         print(f"{len(_log_files(a.file))} log files ({size / 1e6:,.1f} MB)")
-        for seconds, label in [*profile_logs(a.file), *duckdb_log_steps(a.file)]:
-            print(f"{seconds:8.3f} s  {label}")
+        with tempfile.TemporaryDirectory(prefix="diag-profile-") as tmp:
+            db = Path(tmp) / "p.duckdb"
+            for seconds, label in [*profile_logs(a.file, db), *duckdb_log_steps(a.file, db)]:
+                print(f"{seconds:8.3f} s  {label}")
         return 0
     a.file = a.file[0]
     print(f"{a.file} ({a.file.stat().st_size / 1e6:,.1f} MB)")
