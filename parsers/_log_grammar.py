@@ -10,8 +10,6 @@ import re
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
-import pyarrow.compute as pc
 
 LEVELS = "ERROR|WARNING|INFO|DEBUG|EVENT|TRACE"
 _TS = r"(?P<Y>\d{4})-(?P<M>\d\d)-(?P<D>\d\d)"
@@ -293,17 +291,18 @@ def split_lines(text: str) -> list[str]:
     return lines
 
 
-def split_lines_arrow(text: str) -> pl.Series:
-    """``split_lines`` by Arrow's kernels over the whole text, for a text without progress bars (the caller
-    checks): no Python string per line, a tenth of the cost (measured on a 4 MB plog block: 2 ms against 25 ms).
-    The same lines: split on LF only, the trailing empty line dropped, and — when the text holds a CR — every
-    line's trailing CRs stripped (what replacing CR LF and ``rstrip("\r")`` leave)."""
-    parts = pc.list_flatten(pc.split_pattern(pa.array([text], pa.large_string()), "\n"))
+def split_lines_fast(text: str) -> pl.Series:
+    """``split_lines`` by Polars over the whole text, for a text without progress bars (the caller checks): no
+    Python string per line, about a fifth of the cost (measured on a 4 MB plog block: 5 ms against 23 ms;
+    Arrow's compute kernels were as fast but their first call costs 44 MB of RSS). The same lines: split on LF
+    only, the trailing empty line dropped, and — when the text holds a CR — every line's trailing CRs stripped
+    (what replacing CR LF and ``rstrip("\\r")`` leave)."""
+    lines = pl.Series("l", [text], pl.String).str.split("\n").explode()
     if text == "" or text.endswith("\n"):  # the empty line after the last LF
-        parts = parts.slice(0, len(parts) - 1)
+        lines = lines.head(-1)
     if "\r" in text:
-        parts = pc.utf8_rtrim(parts, characters="\r")
-    return pl.Series("l", parts)
+        lines = lines.str.strip_chars_end("\r")
+    return lines
 
 
 def parse_lines(lines: list[str] | pl.Series, line0: int) -> pl.DataFrame:

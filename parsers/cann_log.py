@@ -59,13 +59,13 @@ from diag.errors import BadInputError
 from parsers._base import ParseContext, ParseResult, Probe
 from parsers._io import one_line
 from parsers._line_cap import CutLines, capped_blocks
-from parsers._log_grammar import COLUMNS, LEVELS, parse_lines, split_lines, split_lines_arrow
+from parsers._log_grammar import COLUMNS, LEVELS, parse_lines, split_lines, split_lines_fast
 from parsers._log_records import enrich, group_records, mark_starts, to_table
 from parsers._log_rules import RULES_PATH, Rule, classify, load_rules  # noqa: F401  (re-exported)
 
 BLOCK_BYTES = 4 << 20
 MAX_LINE_BYTES = 64 << 20
-# the lines of a block split by Arrow (no Python string per line); False: the Python split, kept as the reference
+# the lines of a block split by Polars (no Python string per line); False: the Python split, kept as the reference
 # that tests/test_log_speed_equivalence.py compares the stored rows with
 FAST_LINES = True
 WORKERS = max(1, min(4, os.cpu_count() or 1))  # blocks parsed at once (each a few tens of MB of frames)
@@ -266,7 +266,7 @@ def block_lines(data: bytes, seen: _Text) -> list[str] | pl.Series:
     text = _decode(data, seen)
     if not FAST_LINES or "it/s" in text or "s/it" in text:
         return split_lines(text)
-    return split_lines_arrow(text)
+    return split_lines_fast(text)
 
 
 def parse_block(data: bytes, line0: int, f: _File) -> tuple[pa.Table, _Text]:

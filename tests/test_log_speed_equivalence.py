@@ -3,7 +3,7 @@ logs, the corpus logs and generated edge cases (encodings, CR / NUL / BOM, long 
 
 Two checks:
 
-* the lines of the fast path (Arrow's split) equal those of the reference path (``split_lines``, the Python
+* the lines of the fast path (Polars' split of the whole text) equal those of the reference path (``split_lines``, the Python
   split kept callable for this) in every block of every file; all that follows the split is the same code, so
   every column — rules, codes and figures included — follows;
 * a digest of the columns the grammar decides (not the rule-data ones: codes, figures, level, rule columns)
@@ -136,7 +136,7 @@ def _some(paths: list[Path]) -> list[Path]:
 
 
 def test_fast_lines_equal_the_reference_split(inputs):
-    """Every block of every file: the Arrow split gives the lines (and decoding notes) of the Python split."""
+    """Every block of every file: the fast split gives the lines (and decoding notes) of the Python split."""
     compared = differ = 0
     for path in inputs:
         try:
