@@ -66,7 +66,7 @@ from parsers._log_rules import RULES_PATH, Rule, classify, load_rules  # noqa: F
 BLOCK_BYTES = 4 << 20
 MAX_LINE_BYTES = 64 << 20
 # the lines of a block split by Polars (no Python string per line); False: the Python split, kept as the reference
-# that tests/test_log_speed_equivalence.py compares the stored rows with
+# that tests/test_log_speed_equivalence.py compares the fast lines with
 FAST_LINES = True
 WORKERS = max(1, min(4, os.cpu_count() or 1))  # blocks parsed at once (each a few tens of MB of frames)
 _PLOG_NAME = re.compile(r"^(?:plog|device)-(?:app-)?(\d+)_\d{14,17}\.log$")
