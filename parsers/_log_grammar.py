@@ -291,7 +291,23 @@ def split_lines(text: str) -> list[str]:
     return lines
 
 
-def parse_lines(lines: list[str], line0: int) -> pl.DataFrame:
+def split_lines_fast(text: str) -> pl.Series:
+    """``split_lines`` by Polars over the whole text, for a text without progress bars (the caller checks): no
+    Python string per line, and the GIL released (measured on a shared 2-core machine, CPU time of a 4 MB plog
+    block: 9-12 ms against 14 ms; a 12 MB plog's whole parse, 1 thread: 0.85 s against 0.87-0.95 s CPU, 1.1-2.1 s
+    against 1.5-2.4 s wall). Arrow's compute kernels split as fast, but their first call costs 44 MB of RSS.
+    The same lines: split on LF
+    only, the trailing empty line dropped, and — when the text holds a CR — every line's trailing CRs stripped
+    (what replacing CR LF and ``rstrip("\\r")`` leave)."""
+    lines = pl.Series("l", [text], pl.String).str.split("\n").explode()
+    if text == "" or text.endswith("\n"):  # the empty line after the last LF
+        lines = lines.head(-1)
+    if "\r" in text:
+        lines = lines.str.strip_chars_end("\r")
+    return lines
+
+
+def parse_lines(lines: list[str] | pl.Series, line0: int) -> pl.DataFrame:
     """One row per non-blank line (glued records split): its fields, and whether it can start a record."""
     df = pl.DataFrame({"line_no": np.arange(line0, line0 + len(lines), dtype=np.int64), "l": lines})
     glued = df["l"].str.count_matches(_LEVEL_TAG) > 1

@@ -59,12 +59,15 @@ from diag.errors import BadInputError
 from parsers._base import ParseContext, ParseResult, Probe
 from parsers._io import one_line
 from parsers._line_cap import CutLines, capped_blocks
-from parsers._log_grammar import COLUMNS, LEVELS, parse_lines, split_lines
+from parsers._log_grammar import COLUMNS, LEVELS, parse_lines, split_lines, split_lines_fast
 from parsers._log_records import enrich, group_records, mark_starts, to_table
 from parsers._log_rules import RULES_PATH, Rule, classify, load_rules  # noqa: F401  (re-exported)
 
 BLOCK_BYTES = 4 << 20
 MAX_LINE_BYTES = 64 << 20
+# the lines of a block split by Polars (no Python string per line); False: the Python split, kept as the reference
+# that tests/test_log_speed_equivalence.py compares the fast lines with
+FAST_LINES = True
 WORKERS = max(1, min(4, os.cpu_count() or 1))  # blocks parsed at once (each a few tens of MB of frames)
 _PLOG_NAME = re.compile(r"^(?:plog|device)-(?:app-)?(\d+)_\d{14,17}\.log$")
 _DEVICE_DIR = re.compile(r"^device-(\d+)$")
@@ -258,10 +261,18 @@ def _file_of(ctx: ParseContext, first: bytes) -> _File:
     )
 
 
+def block_lines(data: bytes, seen: _Text) -> list[str] | pl.Series:
+    """The decoded lines of a block; a glued progress bar ("…it/s]") needs the line-by-line Python path."""
+    text = _decode(data, seen)
+    if not FAST_LINES or "it/s" in text or "s/it" in text:
+        return split_lines(text)
+    return split_lines_fast(text)
+
+
 def parse_block(data: bytes, line0: int, f: _File) -> tuple[pa.Table, _Text]:
     """One block of whole records → its rows (record_no from 1 within the block) and what decoding saw."""
     seen = _Text()
-    parsed = mark_starts(parse_lines(split_lines(_decode(data, seen)), line0), f.plog_mode)
+    parsed = mark_starts(parse_lines(block_lines(data, seen), line0), f.plog_mode)
     if parsed.is_empty():  # only blank lines
         return pl.DataFrame(schema=COLUMNS).to_arrow(), seen
     rec = classify(enrich(group_records(parsed), f.pid, f.device), load_rules())
