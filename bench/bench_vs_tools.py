@@ -18,7 +18,7 @@ DuckDB rows still run.  Each pair is run ``--repeat`` times alternating (diag, t
 median wall times are compared and the peak RSS is the highest of the runs, each command in a process of its
 own (``bench/_measure.py``).  A row's time is the sum of its commands (ingest, then the questions asked).
 
-    python bench/bench_vs_tools.py [--quick] [--repeat N] [--only ROW …] [--workdir DIR] [--json]
+    python bench/bench_vs_tools.py [--quick] [--scale F] [--repeat N] [--only ROW …] [--workdir DIR] [--json]
 """
 
 from __future__ import annotations
@@ -331,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--json", action="store_true", help="also print the results as one JSON line")
     a = p.parse_args(argv)
-    sizes = QUICK if a.quick else FULL
+    sizes = QUICK if a.quick else {k: v * a.scale for k, v in FULL.items()}
     repeat = a.repeat or (1 if a.quick else 3)
     only = set(a.only or ROWS)
     work = a.workdir or Path(tempfile.mkdtemp(prefix="diag-vs-tools-"))
