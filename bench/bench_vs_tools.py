@@ -323,6 +323,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="small inputs (~20 MB), one run each: a smoke test")
     p.add_argument(
+        "--scale", type=float, default=1.0, help="multiply every input size by this (full sizes only)"
+    )
+    p.add_argument(
         "--repeat", type=int, default=None, help="alternating runs per row (default 3, 1 with --quick)"
     )
     p.add_argument("--only", nargs="*", choices=ROWS, default=None, help="these rows only")
