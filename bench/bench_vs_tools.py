@@ -203,20 +203,28 @@ def _ascend_folder(where: Path, trace_bytes: int, files: tuple[str, ...] | None 
     return where / truth["ranks"]["0"]["run_dir"]
 
 
-def build_rows(sizes: dict, work: Path, tools_py: Path | None, missing: str, only: set[str]) -> list[Row]:
-    """Generate each row's input under ``work`` and the commands of both sides."""
-    from bench.bench_cuda_ingest import generate_kineto
-    from bench.bench_ingest import _STORE
-
-    rows: list[Row] = []
+def _fresh(work: Path) -> list[Path]:
+    """What every run starts without: diag's database, DuckDB's, the advisor's output."""
     db = work / "diag.duckdb"
-    fresh = [
+    return [
         db,
         db.with_suffix(".duckdb.wal"),
         work / "ctas.duckdb",
         work / "ctas.duckdb.wal",
         work / "advisor",
     ]
+
+
+def build_rows(sizes: dict, work: Path, tools_py: Path | None, missing: str, only: set[str]) -> list[Row]:
+    """Generate each row's input under ``work`` and the commands of both sides."""
+    return _ctas_rows(sizes, work, only) + _tool_rows(sizes, work, tools_py, missing, only)
+
+
+def _ctas_rows(sizes: dict, work: Path, only: set[str]) -> list[Row]:
+    from bench.bench_ingest import _STORE
+
+    rows: list[Row] = []
+    db, fresh = work / "diag.duckdb", _fresh(work)
     if "trace" in only:
         run = _ascend_folder(work / "trace", int(sizes["trace_1g"]), files=("trace_view",))
         f = run / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
@@ -255,6 +263,14 @@ def build_rows(sizes: dict, work: Path, tools_py: Path | None, missing: str, onl
                 cleanup=fresh,
             )
         )
+    return rows
+
+
+def _tool_rows(sizes: dict, work: Path, tools_py: Path | None, missing: str, only: set[str]) -> list[Row]:
+    from bench.bench_cuda_ingest import generate_kineto
+
+    rows: list[Row] = []
+    db, fresh = work / "diag.duckdb", _fresh(work)
     advisor_why = missing or tool_imports(tools_py, "msprof_analyze")
     for key, target in (("advisor_big", 30.0), ("advisor_small", 20.0)):
         if key not in only:
