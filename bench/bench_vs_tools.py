@@ -147,12 +147,12 @@ def judge(row: Row, out: dict) -> dict:
     d, t = out.get("diag"), out.get("tool")
     out["min_ratio"], out["rss_limit"], out["rss_of"] = row.min_ratio, row.rss_limit, row.rss_of
     out["missing"] = row.missing
+    base = row.size if row.rss_of == "file" else (t or {}).get("peak_rss")
+    out["rss_ratio"] = round(d["peak_rss"] / base, 3) if d and base else None  # vs the file: with no tool too
     if not d or not t or d["rc"] or t["rc"]:
-        out["ratio"] = out["rss_ratio"] = out["met"] = None
+        out["ratio"] = out["met"] = None
         return out
     out["ratio"] = round(t["wall_s"] / d["wall_s"], 2)
-    base = row.size if row.rss_of == "file" else t["peak_rss"]
-    out["rss_ratio"] = round(d["peak_rss"] / base, 3) if base else None
     out["met"] = (
         out["ratio"] >= row.min_ratio and out["rss_ratio"] is not None and out["rss_ratio"] <= row.rss_limit
     )

@@ -94,7 +94,7 @@ def test_a_missing_tool_is_a_dash_with_the_reason() -> None:
     result = vs.run_pair(row, 2, _fake_measure({"ingest": (2.0, 100 * MB)}, []))
     assert (result["ratio"], result["met"]) == (None, None)
     assert vs.table_lines([result])[2] == (
-        "| Kineto 250 MB | 2.00 s | HTA: — (hta does not import) | — | ≥ 10× | 100 MB (— the file) | — | "
+        "| Kineto 250 MB | 2.00 s | HTA: — (hta does not import) | — | ≥ 10× | 100 MB (0.40× the file) | — | "
         "≤ 1× the file | — |"
     )
 
