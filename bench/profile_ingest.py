@@ -5,7 +5,11 @@ Wraps ``diag.store.q`` (the one call every parser's SQL goes through), ``parsers
 and ``diag.discover.sha256_of``, then runs ``diag ingest FILE --db FRESH --json`` in-process.  Figures only:
 for the speed of record use bench_ingest.py, which runs diag in a process of its own.
 
-    python bench/profile_ingest.py FILE [--min-ms 50]
+For a trace_view.json or a CSV it then times, in the same process, DuckDB's own floor for the same file: the
+reader alone (``count(*)``) and the reader storing every field unconverted (``CREATE TABLE AS`` into a fresh
+database file, checkpointed), so the profile shows how far each diag step is from what DuckDB itself needs.
+
+    python bench/profile_ingest.py FILE [--min-ms 50] [--no-floor]
     python bench/profile_ingest.py --logs FOLDER_OR_FILES…   # a log set: seconds per parser stage, DuckDB's per step
 """
 
@@ -249,12 +253,50 @@ def duckdb_log_steps(paths: list[Path], stored: Path) -> list[tuple[float, str]]
     return out
 
 
+def duckdb_floor(path: Path) -> list[tuple[float, str]]:
+    """DuckDB reading ``path`` with diag's reader and nothing else: scan, then store unconverted (CSV, JSON)."""
+    import duckdb
+
+    from diag.store import ingest_memory_limit
+    from parsers._io import csv_header, csv_source
+    from parsers.ascend_trace_view import read_json_sql
+
+    if path.suffix == ".json":
+        source = read_json_sql(path)
+    elif path.suffix == ".csv":
+        source = csv_source(path, csv_header(path, path.name))
+    else:
+        return []
+    out: list[tuple[float, str]] = []
+    with tempfile.TemporaryDirectory(prefix="diag-floor-") as tmp:
+        con = duckdb.connect(str(Path(tmp) / "floor.duckdb"))
+        for setting in (f"memory_limit='{ingest_memory_limit()}'", "preserve_insertion_order=false"):
+            con.execute(f"SET {setting}").fetchall()
+        for label, sql in (
+            ("FLOOR DuckDB reader alone: count(*)", f"SELECT count(*) FROM {source}"),
+            (
+                "FLOOR DuckDB storing it unconverted: CREATE TABLE AS + CHECKPOINT",
+                f"CREATE TABLE s AS FROM {source}",
+            ),
+        ):
+            t = time.perf_counter()
+            con.execute(sql).fetchall()
+            if sql.startswith("CREATE"):
+                con.execute("CHECKPOINT").fetchall()
+            out.append((time.perf_counter() - t, label))
+        con.close()
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("file", type=Path, nargs="+")
     p.add_argument("--min-ms", type=float, default=50.0)
     p.add_argument(
         "--logs", action="store_true", help="a log set: seconds per parser stage and DuckDB's per step"
+    )
+    p.add_argument(
+        "--no-floor", action="store_true", help="skip timing DuckDB's own read / store of the file"
     )
     a = p.parse_args(argv)
     if a.logs:
@@ -267,7 +309,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     a.file = a.file[0]
     print(f"{a.file} ({a.file.stat().st_size / 1e6:,.1f} MB)")
-    for seconds, label in profile(a.file, a.min_ms):
+    spent = profile(a.file, a.min_ms) + ([] if a.no_floor else duckdb_floor(a.file))
+    for seconds, label in spent:
         print(f"{seconds:8.3f} s  {label}")
     return 0
 
