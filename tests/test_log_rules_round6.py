@@ -7,7 +7,8 @@ wording (its source in the rule's comment) and on the train excerpt it failed on
 * a DCMI (npu-smi) return code is an unclassified error with its code and meaning, never nothing;
 * a glog ERROR line that names a status code is an unclassified error;
 * c10d's "Some NCCL operations have failed or timed out" notice only echoes the watchdog record that names the op;
-* the blank line NCCL prints before each WARN line does not cut the console into two pasted captures.
+* the blank line NCCL prints before each WARN line does not cut the console into two pasted captures, nor do the
+  blank lines around Python's "The above exception was the direct cause of the following exception:".
 
 Only train files of w4 / w5 are read (``bench.log_accuracy.half_of``).
 """
@@ -125,6 +126,18 @@ WORDINGS = [
         "task_timeout_reason",
         "task_timeout",
     ),
+    # a core report wrapped over lines: its continuation names the kind by its own fields / the FUNC that printed it
+    (
+        "aicore error, core id is 18, error code = 0, dump info: pc start: 0x124000000388, current: 0x1240",
+        "device_aicore_exception",
+        "device_exception",
+    ),
+    (
+        "stream_id:2, task_id:19016, errcode:21008, msg:inner error.[FUNC:ProcessStarsAicpuErrorInfo]"
+        "[FILE:device_error_proc.cc][LINE:1232]",
+        "device_aicpu_exception",
+        "device_exception",
+    ),
     # vLLM executors' "# %s blocks: %d, # CPU blocks: %d" with 0 device blocks, GPU and NPU forks
     ("INFO 04-27 10:13:05 llm_engine.py:275] # GPU blocks: 0, # CPU blocks: 256", "oom_kv_cache", "oom"),
     ("INFO 01-02 03:04:05 [executor_base.py:113] # npu blocks: 0, # CPU blocks: 1024", "oom_kv_cache", "oom"),
@@ -204,3 +217,28 @@ def test_the_blank_line_nccl_prints_before_a_warn_keeps_one_episode(tmp_path: Pa
 
 def test_two_blank_lines_before_a_warn_still_cut_the_paste(tmp_path: Path) -> None:
     assert _episode_count(tmp_path, [*NCCL_CONSOLE[:3], "", NCCL_CONSOLE[3]]) == 2
+
+
+CHAINED_TRACEBACK = [
+    "Traceback (most recent call last):",
+    '  File "/app/worker.py", line 10, in load',
+    "RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 60.97 GiB total capacity; 1.20 GiB free)",
+    "",
+    "The above exception was the direct cause of the following exception:",
+    "",
+    "Traceback (most recent call last):",
+    '  File "/app/main.py", line 5, in <module>',
+    "torch.distributed.DistBackendError: HCCL function error: HcclAllReduce(x), error code is 9",
+]
+
+
+def test_a_chained_traceback_is_one_episode_led_by_the_cause(tmp_path: Path) -> None:
+    """traceback.py prints the blank lines around "The above exception was the direct cause …" itself: the two
+    exceptions are one untimed episode, and the OOM Python names as the cause leads (not the last exception)."""
+    log = tmp_path / "console.log"
+    log.write_text("\n".join(CHAINED_TRACEBACK) + "\n", encoding="utf-8")
+    with Store(tmp_path / "db.duckdb") as store:
+        ingest_into(store, [log])
+        assert len(log_diagnosis.episodes(store)) == 1
+        top = log_diagnosis.log_scope(store).causes[0]
+    assert (top.category, top.evidence[0].line_no) == ("oom", 3)
