@@ -6,7 +6,8 @@ wording (its source in the rule's comment) and on the train excerpt it failed on
 * vLLM's "# GPU blocks: 0" is the KV-cache OOM even when the traceback after it is cut;
 * a DCMI (npu-smi) return code is an unclassified error with its code and meaning, never nothing;
 * a glog ERROR line that names a status code is an unclassified error;
-* c10d's "Some NCCL operations have failed or timed out" notice only echoes the watchdog record that names the op;
+* c10d's "Some NCCL operations have failed or timed out" notice only echoes the watchdog record that names the op, and
+  torch_npu's fixed "[Error]: <text of the code>" block only echoes the runtime's reason record;
 * the blank line NCCL prints before each WARN line does not cut the console into two pasted captures, nor do the
   blank lines around Python's "The above exception was the direct cause of the following exception:".
 
@@ -69,6 +70,13 @@ TRAIN_CASES = [
         "hccl_timeout",
         "high",
         "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=460631",
+    ),
+    # the runtime's reason record leads torch_npu's fixed "[Error]: The aicore execution times out." text for 507014
+    (
+        "w4_020_npu_sync_device_507014_aicore_timeout_worker_died_dsv31_vllm_ascend_5509.log",
+        "task_timeout",
+        "high",
+        "rtDeviceSynchronizeWithTimeout execute failed, reason=[aicore timeout]",
     ),
     # the first NCCL WARN (the connect that failed) leads: NCCL's blank lines keep the console one episode
     (
@@ -242,3 +250,22 @@ def test_a_chained_traceback_is_one_episode_led_by_the_cause(tmp_path: Path) -> 
         assert len(log_diagnosis.episodes(store)) == 1
         top = log_diagnosis.log_scope(store).causes[0]
     assert (top.category, top.evidence[0].line_no) == ("oom", 3)
+
+
+def test_torch_npu_code_description_is_generic_evidence() -> None:
+    """torch_npu prints one fixed text per code after "error code is N" (507014, 507034, 507015 alike): it echoes the
+    code; the runtime's FuncErrorReason record names the call that failed and why."""
+    generic = re.compile(log_diagnosis.log_rules()["settings"]["generic_evidence"])
+    for text in (
+        "The aicore execution times out.",
+        "Vector core execution timed out.",
+        "The aicore execution is abnormal.",
+    ):
+        block = (
+            f"[Error]: {text}\n        Rectify the fault based on the error information in the ascend log."
+        )
+        assert generic.search(block), text
+    reason = (
+        "EH9999: Inner Error!\n        rtDeviceSynchronizeWithTimeout execute failed, reason=[aicore timeout]"
+    )
+    assert not generic.search(reason)
