@@ -146,6 +146,19 @@ WORDINGS = [
         "device_aicpu_exception",
         "device_exception",
     ),
+    # the plog form names the printing function before the message (cann_logs.md §4.2): its kind, even when the
+    # description is cut off or paraphrased
+    (
+        "[ERROR] RUNTIME(216,):2026-07-24-02:51:31.964.908 [device_error_proc.cc:1644]273 ProcessStarsAicpuErrorInfo:"
+        "The error from device(chipId:0, dieId:0), serial number is 6,",
+        "device_aicpu_exception",
+        "device_exception",
+    ),
+    (
+        "11:05:31.653  ProcessStarsAicpuErrorInfo: error from device(chipId:0,dieId:0), exception during AICPU execution",
+        "device_aicpu_exception",
+        "device_exception",
+    ),
     # vLLM executors' "# %s blocks: %d, # CPU blocks: %d" with 0 device blocks, GPU and NPU forks
     ("INFO 04-27 10:13:05 llm_engine.py:275] # GPU blocks: 0, # CPU blocks: 256", "oom_kv_cache", "oom"),
     ("INFO 01-02 03:04:05 [executor_base.py:113] # npu blocks: 0, # CPU blocks: 1024", "oom_kv_cache", "oom"),
