@@ -282,3 +282,43 @@ def test_torch_npu_code_description_is_generic_evidence() -> None:
         "EH9999: Inner Error!\n        rtDeviceSynchronizeWithTimeout execute failed, reason=[aicore timeout]"
     )
     assert not generic.search(reason)
+
+
+def test_an_invalid_argument_with_its_reason_is_not_generic() -> None:
+    generic = re.compile(log_diagnosis.log_rules()["settings"]["generic_evidence"])
+    bare = "[PID: 1] 2026-01-26-03:28:29.625.369 Invalid_Argument(EE1001): The argument is invalid."
+    assert generic.search(bare) and generic.search(bare + "\n        Solution: check the arguments.")
+    assert not generic.search(bare + "Reason: Memory async failed, src loc type=0, dst loc type=1")
+    # the reason is only that the error message could not be fetched (rtGetDevMsg, behind aclGetRecentErrMsg)
+    assert generic.search(bare + "Reason: rtGetDevMsg execution failed, the context is a null pointer.")
+    assert generic.search(
+        "EE1001: The argument is invalid.Reason: rtGetDevMsg execute failed, reason=[context pointer null]"
+    )
+
+
+UNPLACED_TRACEBACK = [  # vLLM's logger before each line of a traceback: every line an ERROR record no rule places
+    "ERROR 06-18 14:02:47 [core.py:1362]     return self._op(*args, **kwargs)",
+    "ERROR 06-18 14:02:47 [core.py:1362] [PID: 830] 2026-06-18-14:02:47.972.231 AclNN_Parameter_Error(EZ1001): "
+    "FlashAttentionScore launch kernel failed.",
+]
+
+
+def test_an_unclassified_error_is_led_by_a_record_with_its_code(tmp_path: Path) -> None:
+    log = tmp_path / "console.log"
+    log.write_text("\n".join(UNPLACED_TRACEBACK) + "\n", encoding="utf-8")
+    with Store(tmp_path / "db.duckdb") as store:
+        ingest_into(store, [log])
+        top = log_diagnosis.log_scope(store).causes[0]
+    assert (top.category, top.evidence[0].line_no, top.evidence[0].code) == (
+        "unclassified_error",
+        2,
+        "EZ1001",
+    )
+
+
+def test_train_unclassified_excerpt_is_led_by_the_record_with_the_reason() -> None:
+    file = "w3_056_ee1001_set_visible_device_invalid_device_6_mindie_gpustack_3225.log"
+    assert half_of(file) == "train"
+    category, severity, raw = diagnose(WILD / file)
+    assert (category, severity) == ("unclassified_error", "medium")
+    assert "The argument is invalid.Reason: Set visible device failed, invalid device=6" in raw, raw
