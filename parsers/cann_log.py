@@ -315,7 +315,8 @@ class CannLogParser:
     # 7: a line over 1 MiB is stored as its head, the file partial (#18)
     # 8: memory figures (start-up profile, KV blocks / tokens, *_gib sizes; issue #19)
     # 9: round-4 rules (#16): WorkHCCL watchdog timeout, shell "Killed" reports, vllm-ascend KV budget at 0 …
-    version = 10
+    # 11: round-6 rules (#16): device-error envelope, device notify wait, "# GPU blocks: 0", DCMI and glog codes
+    version = 11
     platform = "ascend"
     creates_run = False  # a log joins the run of its folder when there is one
 

@@ -341,6 +341,11 @@ RULE_EXAMPLES = {
     "c10d_heartbeat_monitor": "[PG ID 0 PG GUID 0(default_pg) Rank 3] Heartbeat monitor timed out! Process will be terminated after dumping debug info. workMetaList_.size()=1",
     "torchrun_child_failed": "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
     "torchrun_worker_exit": "E0521 15:43:03.000000 140 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) local_rank: 0 (pid: 14750) of binary: /usr/bin/python3",
+    # round 6 (#16): more in tests/test_log_rules_round6.py
+    "hccl_notify_wait_device": "The error from device(chipId:4, dieId:0), serial number is 1, notify wait timeout occurred during task execution, stream_id:142, sq_id:146, task_id:46645, notify_id=155, timeout=204s.",
+    "device_error_envelope": "The error from device(chipId:0, dieId:0), serial number is 3,",
+    "unclassified_dcmi_code": "dcmi module initialize failed. ret is -8005",
+    "unclassified_glog_status": "E20260106 06:43:02.966156  5793 ascend_direct_transport.cpp:820] Failed to connect to target: 172.17.0.16:25482, status: 103900",
 }
 
 

@@ -41,12 +41,13 @@ CASES = [
         "high",
         "event wait timeout occurred during task execution",
     ),
-    # the ACL description of the code ("[Error]: Vector core execution timed out.") names the failure
+    # the runtime's own record (the call that failed, reason=vector core timeout) leads torch_npu's fixed description
+    # of the code ("[Error]: Vector core execution timed out.", the same text for every 507034); round 6, #16
     (
         "w1_036_vector_core_timeout_507034.log",
         "task_timeout",
         "high",
-        "[Error]: Vector core execution timed out.",
+        "rtDeviceSynchronizeWithTimeout execution failed, reason=vector core timeout",
     ),
     # an inner-error code with its own words is an unknown error with those words, not an envelope
     (

@@ -311,6 +311,7 @@ CODE_EXAMPLES = {
                 "561002"]),
     "hccl": ("HCCL function error: HcclAllReduce(a, b), error code is 9; call trace: hcclRet -> 4", ["HCCL:9", "HCCL:4"]),
     "hccl_errno": ("[Init]errNo[0x0000000005000009] timeout; [Link]errNo[0x000000000501000c] fail", ["HCCL:9", "HCCL:12"]),
+    "dcmi": ("dcmi model initialized failed, because the device is used. ret is -8020", ["DCMI:-8020"]),
     "task_return": ("Kernel task happen error, retCode=0x31, [vector core exception].", ["0x31"]),
     # CUDA side (the examples of tests/test_log_cuda.py hold the real lines)
     "cuda_named": ("code=700(cudaErrorIllegalAddress) \"cudaDeviceSynchronize()\"", ["CUDA:cudaErrorIllegalAddress"]),

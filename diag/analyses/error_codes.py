@@ -18,6 +18,7 @@ ERROR_CODES = RULES_DIR / "error_codes.csv"
 ERROR_CODE_PARTS = RULES_DIR / "error_code_parts.csv"
 ACL_CODES = RULES_DIR / "error_codes_acl.csv"  # every ACL / runtime / GE return code of the public headers
 HCCL_CODES = RULES_DIR / "error_codes_hccl.csv"  # HcclResult, stored as HCCL:<n>
+DCMI_CODES = RULES_DIR / "error_codes_dcmi.csv"  # NPU management (npu-smi) return codes, stored as DCMI:<n>
 # cudaError_t / ncclResult_t / cublasStatus_t / cudnnStatus_t, stored as CUDA:<name>, NCCL:<name> …
 CUDA_CODES = tuple(RULES_DIR / f"error_codes_{k}.csv" for k in ("cuda", "nccl", "cublas", "cudnn"))
 
@@ -34,7 +35,7 @@ def error_codes(
 ) -> dict[str, dict[str, str]]:
     """The hand-written catalog over the header catalogs: its words (seen in logs) win, the headers add the
     constant's ``name`` and the ``category`` a code implies on its own."""
-    headers = _read(acl_path) | _read(hccl_path)
+    headers = _read(acl_path) | _read(hccl_path) | _read(DCMI_CODES)
     for cuda_path in CUDA_CODES:
         headers |= _read(cuda_path)
     merged = {code: dict(row) for code, row in headers.items()}

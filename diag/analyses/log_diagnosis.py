@@ -12,8 +12,8 @@ explanations and fixes are the rule's templates filled from the records (``log_e
 
 A root cause's evidence is led by the record that names the failure best: by role, then records that only echo it
 last (``[settings] generic_evidence``: a bare "Inner Error!" envelope, an API return-code line, a traceback frame,
-a vague runtime description), then the rule's position in the rules file (specific rules come first), then file
-order.  The lead record's rule gives the title, explanation and key line.
+a vague runtime description), an unclassified error's records that name a code first, then the rule's position in
+the rules file (specific rules first), then file order.  The lead record's rule gives the title, explanation, key line.
 
 Also: findings in the shape of ``findings.Finding`` (``log:<category>``); the Logs and Fallback pages'
 accessors live in ``log_queries`` (re-exported here).  Data only; nothing here draws.
@@ -172,8 +172,9 @@ def _candidates(
            list(DISTINCT origin) FILTER (WHERE origin IS NOT NULL) AS origins,
            list(struct_pack(file := source, file_id, record_no, line_no, ts_ns, rank := eff_rank, pid,
                             level, code, rule_id, raw, origin, eff_ns)
-                -- a consequence (abort, worker died) leads by its own severity, then the first to happen
-                ORDER BY role_rank, generic, CASE WHEN role_rank = 2 THEN sev_rank ELSE rule_pos END,
+                -- a consequence leads by its own severity; an unclassified error by a record with its code (#16)
+                ORDER BY role_rank, generic, category = '{UNCLASSIFIED}' AND code IS NULL,
+                         CASE WHEN role_rank = 2 THEN sev_rank ELSE rule_pos END,
                          file_first_ns NULLS LAST, file_id, record_no)[1:{n_ev}]
                AS evidence,
            arg_min(figures, record_no) FILTER (WHERE figures IS NOT NULL) AS figures

@@ -9,7 +9,9 @@ from its own source (never from a record naming another pid), never from another
   ``borrow_time_records`` records away and in the same unbroken block of lines (no blank or unread line
   between them: pasted or concatenated captures are separated by one, and unprefixed lines of two pastes
   share a source; an elision line — ``.....``, ``…``, ``[...]`` — says lines of the same log were cut out
-  there, so it joins the lines around it instead), else stays untimed;
+  there, so it joins the lines around it instead; so do Python's chained-exception lines, "The above exception was
+  the direct cause of the following exception:" between the blank lines traceback.py prints around them, and the
+  one blank line NCCL prints before each of its WARN lines), else stays untimed;
 * a record without a rank takes its source's rank only when every ranked record of that source names the
   same one.
 
@@ -69,6 +71,17 @@ def source_key(origin: str | None) -> str:
 # A line that only marks lines cut out of a pasted excerpt ("....." / "…" / "[...]"): the same log goes on after it,
 # so it never separates two blocks, even with blank lines around it.
 ELISION_RX = r"^\s*(?:\.{3,}|…+|\[(?:\.{3}|…)\]|\((?:\.{3}|…)\)|<(?:\.{3}|…)>)\s*(?:\n|$)"
+# Python's chained tracebacks (Lib/traceback.py _cause_message / _context_message): "\nThe above exception was the direct
+# cause of the following exception:\n\n" and "\nDuring handling of the above exception, another exception occurred:\n\n"
+# — one traceback whose blank lines are its own; the exception above it is the one Python names as the cause.
+CHAIN_RX = (
+    r"^[^\n]*?(?:The above exception was the direct cause of the following exception|During handling of the above "
+    r"exception, another exception occurred):\s*(?:\n|$)"
+)
+# NCCL's own blank line: ncclDebugLog (NCCL src/debug.cc) opens every WARN with "\n" — "\n%s:%d:%d [%d] %s:%d NCCL WARN "
+# (host:pid:tid [cudaDev] file:line) — so one blank line before such a record is the same console going on, not two
+# pasted captures.
+NCCL_WARN_RX = r"^(?:[^\n]*?[\s:\]])?[\w.-]+:\d+:\d+ \[\d+\] [^\n ]+:\d+ NCCL WARN "
 
 
 def episode_ctes(run_id: int | None = None, job_id: int | None = None) -> tuple[str, list[Any]]:
@@ -80,9 +93,13 @@ def episode_ctes(run_id: int | None = None, job_id: int | None = None) -> tuple[
     gap_ns = int(float(s["gap_s"]) * 1e9)
     near = int(s["borrow_time_records"])
     ctes = f"""
-    marks AS (SELECT l.*, regexp_matches(l.raw, '{ELISION_RX}') AS elided FROM log_records l WHERE true{where}),
-    cut AS (SELECT l.* EXCLUDE (elided), CASE WHEN l.line_no > max(l.line_no + coalesce(l.line_count, 1)) OVER w
-                              AND NOT l.elided AND NOT coalesce(lag(l.elided) OVER w, false) THEN 1 ELSE 0 END AS gap
+    marks AS (SELECT l.*, regexp_matches(l.raw, '{ELISION_RX}') OR regexp_matches(l.raw, '{CHAIN_RX}') AS elided,
+                     regexp_matches(l.raw, '{NCCL_WARN_RX}') AS nccl_warn FROM log_records l WHERE true{where}),
+    cut AS (SELECT l.* EXCLUDE (elided, nccl_warn),
+                   CASE WHEN l.line_no > max(l.line_no + coalesce(l.line_count, 1)) OVER w
+                              AND NOT l.elided AND NOT coalesce(lag(l.elided) OVER w, false)
+                              AND NOT (l.nccl_warn AND l.line_no = max(l.line_no + coalesce(l.line_count, 1)) OVER w + 1)
+                        THEN 1 ELSE 0 END AS gap
             FROM marks l WINDOW w AS (PARTITION BY l.file_id ORDER BY l.record_no
                                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)),
     scope AS (SELECT l.* EXCLUDE (gap), {SOURCE_SQL} AS src,
