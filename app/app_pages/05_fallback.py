@@ -47,14 +47,14 @@ for i, o in enumerate(device):
             )
         )
         if o.log_evidence:
-            with st.expander(f"log lines naming this op ({len(o.log_evidence)})"):
+            with st.expander(t("page.fallback.log_lines", n=len(o.log_evidence))):
                 for rec in data.log_lines(fp, tuple(o.log_evidence[:20])):
                     st.caption(md_text(f"{rec['file']}:{rec['line_no']}"))
                     st.code(rec["raw"], language=None)
         if o.call_stack:
-            with st.expander("call stack"):
+            with st.expander(t("page.fallback.call_stack")):
                 st.code(o.call_stack.replace(";", "\n"), language=None)
-        if st.button("Show on the timeline", key=f"fb_tl_{i}"):
+        if st.button(t("page.fallback.show_on_timeline"), key=f"fb_tl_{i}"):
             data.open_in_timeline(run_id, o.first_start_ns, o.last_end_ns, names=o.names)
             st.switch_page("app_pages/03_timeline.py")
 if host:
