@@ -34,6 +34,7 @@ from typing import Any
 
 import duckdb
 
+from diag.i18n import is_chinese, t
 from diag.store import RULES_DIR, Store, q
 
 RULES = RULES_DIR / "grouping.toml"
@@ -353,11 +354,36 @@ def rank_or_run(rank: int | None, run_id: int) -> str:
     return f"rank {rank}" if rank is not None else f"run {run_id} (rank unknown)"
 
 
+# The stored basis lines (jobs.grouping, English: --json and older stores keep them) read in the current
+# language: each form _evidence / _alone writes, with its text key; a line of no known form shows as stored.
+_STORED_FORMS = [
+    (re.compile(r"rank ids from (?P<source>.+) \((?P<n>\d+) of (?P<total>\d+) runs\)"), "grouping.rank_ids"),
+    (re.compile(r"capture windows overlap (?P<pct>\d+)% \(least overlapping pair\)"), "grouping.overlap"),
+    (re.compile(r"same platform (?P<platform>\w+)(?P<rest>(?:, .*)?)"), "grouping.same_platform"),
+    (re.compile(r"HCCL group (?P<name>.+) \((?P<gid>[^()]*)\) lists ranks (?P<ranks>.+)"), "grouping.hccl_group"),
+    (re.compile(r"rank unknown \(no rank in the run's metadata or name\)"), "grouping.rank_unknown"),
+    (re.compile(r"no absolute capture time to match peers on"), "grouping.no_time"),
+    (re.compile(r"no run of the same platform with a known rank and an overlapping capture window"),
+     "grouping.no_peer_run"),
+    (re.compile(r"no peer: the overlapping captures (?P<why>.+)"), "grouping.no_peer"),
+    (re.compile(r"ambiguous: (?P<why>.+)"), "grouping.ambiguous"),
+]  # fmt: skip
+
+
+def _stored_line(line: str) -> str:
+    if not is_chinese():
+        return line
+    for pattern, key in _STORED_FORMS:
+        if m := pattern.fullmatch(line):
+            return t(key, **m.groupdict())
+    return line
+
+
 def describe_grouping(grouping: dict[str, Any] | None) -> str:
     """How the job's runs were grouped, in words: the evidence, and whether it is a guess."""
     if grouping is None:
-        return "grouping: by folder only (stored by an older diag; ingest again to group by evidence) — no cluster findings"
+        return t("grouping.by_folder")
     if not grouping.get("multi_rank"):
-        return f"grouping: one run, no multi-rank job ({grouping.get('why_alone')}) — no cluster findings"
-    head = "grouping: a GUESS (ranks from folder or file names)" if grouping.get("guess") else "grouping"
-    return f"{head}: " + "; ".join(grouping.get("basis") or [])
+        return t("grouping.one_run", why=_stored_line(str(grouping.get("why_alone"))))
+    head = t("grouping.head_guess") if grouping.get("guess") else t("grouping.head")
+    return t("grouping.described", head=head, basis=t("grouping.sep").join(map(_stored_line, grouping.get("basis") or [])))
