@@ -176,25 +176,9 @@ def _glossary_cuda() -> re.Pattern[str]:
 
 
 PENDING: list[tuple[str, re.Pattern[str]]] = [
-    *((f"{_ANALYSES}: diag.grouping, analyses.cluster / compare / before_after", p) for p in FOREIGN),
-    (f"{_FINDINGS}: owner reason and steps, diag/rules/owners.toml",
-     re.compile(r".* \((?:code|config|stack|hardware)\)$", re.S)),
-    (f"{_FINDINGS}: diag/rules/fallback_hints.csv", re.compile(r"(?:Arg/TopK/Sort with|float64 inputs have) .*")),
-    (f"{_LOGS}: diag/rules/log_patterns.toml", re.compile(r"(?:Op \w+: GE did not find|Change the input dtype) .*")),
-    (f"{_LOGS}: diag/rules/log_patterns.toml (title)", re.compile(r"Operator off the AI Core fast path \(AI CPU\)")),
-    (f"{_LOGS}: diag/rules/error_codes.csv", re.compile(r"Op does not hit the high-priority .*")),
-    (f"{_ANALYSES}: diag/analyses/serving.py", re.compile(r"A reaches \d+% of B's .*")),
-    ("glossary data: diag/rules/glossary.toml, the cuda counterparts", _glossary_cuda()),
-    (f"{_PAGES}: app/app_pages/02_upload.py", re.compile(r"Drop a torch_npu .*|…or a whole profiler folder")),
-    (f"{_PAGES}: app/app_pages/03_timeline.py", re.compile(r"Window \(ms since run start\)")),
-    (f"{_PAGES}: app/app_pages/04_stalls.py", re.compile(r"\d+ figure\(s\) differ from the export .*")),
-    (f"{_PAGES}: app/app_pages/05_fallback.py, app/state.py",
-     re.compile(r"log lines naming this op \(\d+\)|Show on the timeline")),
-    (f"{_PAGES}: app/app_pages/07_logs.py", re.compile(r"· cause · \d+ record\(s\) · first|time \(local time of the logs\)|"
-                                                       r"— lines around line \d+ \(the record is marked ▶\)")),
-    (f"{_PAGES}: app/app_pages/09_postmortem.py", re.compile(r"Every log in the store")),
-    (f"{_PAGES}: app/app_pages/14_ops.py", re.compile(r"\d+ distinct input shape\(s\)\. No activity dimension .*")),
-]  # fmt: skip
+    # (who translates it, the English text's pattern): empty since #24's last texts (s7-i18nrest); a text
+    # listed here is reported (xfail) rather than failed while its translation is under way elsewhere
+]
 
 
 def _strings(value: object) -> list[str]:
