@@ -15,7 +15,8 @@ def kernel_count_metrics(counts: KernelCounts) -> None:
     k[0].metric(t("page.counts.device_kernels"), f"{counts.device_kernels:,}")
     k[1].metric(t("page.counts.operator_types"), f"{counts.operator_types:,}")
     k[2].metric(
-        t("page.counts.kernels_per_step"), "—" if counts.kernels_per_step is None else f"{counts.kernels_per_step:,.1f}"
+        t("page.counts.kernels_per_step"),
+        "—" if counts.kernels_per_step is None else f"{counts.kernels_per_step:,.1f}",
     )
     if counts.note():
         st.info(t("page.counts.data_quality", note=md_text(counts.note())))  # it names the files

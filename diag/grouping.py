@@ -386,4 +386,8 @@ def describe_grouping(grouping: dict[str, Any] | None) -> str:
     if not grouping.get("multi_rank"):
         return t("grouping.one_run", why=_stored_line(str(grouping.get("why_alone"))))
     head = t("grouping.head_guess") if grouping.get("guess") else t("grouping.head")
-    return t("grouping.described", head=head, basis=t("grouping.sep").join(map(_stored_line, grouping.get("basis") or [])))
+    return t(
+        "grouping.described",
+        head=head,
+        basis=t("grouping.sep").join(map(_stored_line, grouping.get("basis") or [])),
+    )

@@ -14,8 +14,8 @@ from diag.analyses.evidence_view import MISSING, RunClock, evidence_blocks
 from diag.analyses.postmortem import Postmortem
 from diag.i18n import current_language, t
 from diag.report_blocks import html_escape as _e
-from diag.report_chart import svg_chart
 from diag.report_blocks import html_evidence, html_table, md_escape, md_evidence, md_fence, md_table
+from diag.report_chart import svg_chart
 from diag.report_tables import (  # noqa: F401 - the app's Postmortem page reads them from here
     COMPARISON_COLUMNS,
     MAX_ROWS,

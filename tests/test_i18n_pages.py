@@ -19,13 +19,8 @@ from tests.conftest import ROOT, ingest_into, open_page
 from tests.test_i18n import english_sentences
 
 GENERATED = ROOT / "sample_traces" / "generated"
-FOREIGN = [  # analysis texts shown on these pages, translated (or not yet) where they are written
-    re.compile(r"grouping: .*"),  # diag.grouping.describe_grouping
-    re.compile(r"No outlier; .*"),  # diag.analyses.cluster: why open this rank next
-    re.compile(r"no scaling curve: .*"),  # app/scaling_widgets.py (#20)
-    re.compile(r"both runs are \w+: the comparison is meant .*"),  # diag.analyses.compare: warnings
-    re.compile(r"no op changed beyond the step-to-step spread"),  # diag.analyses.before_after: the answer
-    re.compile(r"no recorded version or setting differs.*"),  # diag.analyses.before_after_env
+FOREIGN = [  # analysis texts shown on these pages, not translated yet where they are written
+    re.compile(r"no scaling curve: .*"),  # diag.analyses.scaling (#20)
 ]
 
 
@@ -162,19 +157,6 @@ DATA_VALUES: list[re.Pattern[str]] = [  # English in a data value, not a sentenc
 # Anything not listed here fails the test.
 _FINDINGS = "findings texts, branch s7-i18nfind"
 _LOGS = "log rules / error codes, branch s7-i18nlogs"
-_PAGES = "page texts of pages translated before (not this branch's files)"
-_ANALYSES = "analysis sentences"
-
-
-def _glossary_cuda() -> re.Pattern[str]:
-    """The glossary's CUDA counterparts (diag/rules/glossary.toml ``cuda``), shown as written."""
-    import tomllib
-
-    with open(ROOT / "diag" / "rules" / "glossary.toml", "rb") as fh:
-        values = {x["cuda"] for x in tomllib.load(fh)["term"] if x.get("cuda")}
-    return re.compile("|".join(re.escape(v) for v in sorted(values, key=len, reverse=True)))
-
-
 PENDING: list[tuple[str, re.Pattern[str]]] = [
     # (who translates it, the English text's pattern): empty since #24's last texts (s7-i18nrest); a text
     # listed here is reported (xfail) rather than failed while its translation is under way elsewhere

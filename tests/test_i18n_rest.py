@@ -70,23 +70,30 @@ def test_grouping_sentence_in_chinese_and_unchanged_in_english():
         "分组：Rank 编号来自 profiler_info（2 个运行中的 2 个）；采集时间窗口重叠 100%（重叠最少的一对）；"
         "同一平台 ascend；a line of a form diag does not know"
     )
-    assert describe_grouping({"multi_rank": False, "why_alone": "no absolute capture time to match peers on"}) == (
-        "分组：单个运行，不是多 Rank 作业（没有绝对采集时间，无法与其他运行匹配）—— 无集群发现"
-    )
+    assert describe_grouping(
+        {"multi_rank": False, "why_alone": "no absolute capture time to match peers on"}
+    ) == ("分组：单个运行，不是多 Rank 作业（没有绝对采集时间，无法与其他运行匹配）—— 无集群发现")
 
 
 def test_compare_warning_and_before_after_answer_in_chinese():
     from diag.analyses import before_after_env as env
     from diag.analyses.before_after import answer
-    changes = [{"key": "cann_version", "label": "CANN", "before": "8.0.RC3", "after": "8.1.RC1", "kind": "stack"}]
+
+    changes = [
+        {"key": "cann_version", "label": "CANN", "before": "8.0.RC3", "after": "8.1.RC1", "kind": "stack"}
+    ]
     result = {"can_tell": True, "ops": [], "environment": {"sentence": env.sentence(changes)}}
     assert answer(result) == (
         "no op changed beyond the step-to-step spread; between these runs CANN changed 8.0.RC3 → 8.1.RC1 (stack)"
     )
     set_language("zh")
     result["environment"]["sentence"] = env.sentence(changes)
-    assert answer(result) == "没有算子的变化超出迭代间波动；两次运行之间：CANN 从 8.0.RC3 变为 8.1.RC1（软件栈）"
-    assert env.owner_of(changes)["owner_steps"][0]["step"].startswith("固定为之前那次运行的版本（CANN 8.0.RC3）后重跑")
+    assert (
+        answer(result) == "没有算子的变化超出迭代间波动；两次运行之间：CANN 从 8.0.RC3 变为 8.1.RC1（软件栈）"
+    )
+    assert env.owner_of(changes)["owner_steps"][0]["step"].startswith(
+        "固定为之前那次运行的版本（CANN 8.0.RC3）后重跑"
+    )
     assert _same_platform_warning().startswith("两个运行都是 ascend：该对比本是昇腾运行对 CUDA 运行；")
     set_language("en")
     assert _same_platform_warning() == (
@@ -131,7 +138,9 @@ def test_glossary_page_shows_the_chinese_counterpart(tmp_path, monkeypatch):
 def test_cli_table_headers_in_chinese(cuda_db):
     from tests.conftest import run_cli
 
-    zh = run_cli("--lang", "zh", "ops", "--db", str(cuda_db), "--run", "1", "--by", "class", check=True).stdout
+    zh = run_cli(
+        "--lang", "zh", "ops", "--db", str(cuda_db), "--run", "1", "--by", "class", check=True
+    ).stdout
     assert zh.startswith("运行 1：kernel 按算子类别统计\n")
     assert re.search(r"┃ 算子类别\s*┃ 核类型 ┃ 调用次数 ┃ 总耗时 ms ┃ 平均 µs ┃", zh), zh
     assert "占比：占该运行 kernel 总耗时的比例（表中每一行；各行合计 100%）" in zh
@@ -143,7 +152,9 @@ def test_cli_table_headers_in_chinese(cuda_db):
 def test_report_chart_sizes_its_label_column_to_the_labels():
     from diag.report_chart import MAX_LABEL_PX, svg_chart
 
-    short = svg_chart([{"label": "AI CPU", "ns": 10, "pct": 50.0}, {"label": "idle", "ns": 5, "pct": 25.0}], 10)
+    short = svg_chart(
+        [{"label": "AI CPU", "ns": 10, "pct": 50.0}, {"label": "idle", "ns": 5, "pct": 25.0}], 10
+    )
     assert '<svg width="490"' in short and '<rect x="90" ' in short  # 80 px labels (the minimum) + 10
     long_zh = "通信未掩盖（HCCL 集合通信，未被计算掩盖的部分）以及其他很长很长的分桶名称"
     chart = svg_chart([{"label": long_zh, "ns": 10, "pct": 80.0}, {"label": "E2E", "ns": 1, "pct": 8.0}], 10)

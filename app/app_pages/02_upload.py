@@ -41,15 +41,12 @@ if outcomes:
     if ok:
         lines = "\n".join(f"- {line}" for line in describe_stored(outcomes))  # diag's own words: no file text
         selected = state.selected_run()
-        tail = (
-            t("page.upload.selected", run=selected)
-            if selected in {o["run_id"] for o in ok}
-            else ""
-        )
+        tail = t("page.upload.selected", run=selected) if selected in {o["run_id"] for o in ok} else ""
         st.success(t("page.upload.stored", n=len(ok), lines=lines, tail=tail))
     elif not failed:
         st.info(
-            "\n".join(f"- {widgets.md(line)}" for line in describe_stored(outcomes)) or t("page.upload.nothing")
+            "\n".join(f"- {widgets.md(line)}" for line in describe_stored(outcomes))
+            or t("page.upload.nothing")
         )
     for o in failed:
         st.error(md_text(o["message"] or f"{o['path']}: failed"))

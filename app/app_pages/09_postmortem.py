@@ -16,8 +16,9 @@ from diag.analyses.postmortem_model import Postmortem
 from diag.i18n import t
 from diag.report import md_escape, to_html, to_json, to_markdown
 
-NOTES = ("title", "owner", "summary", "follow_ups")  # the note fields; their labels: page.postmortem.note_<field>
-SCOPES = ("page.postmortem.scope_run", "page.postmortem.scope_job", "page.postmortem.scope_logs")  # text keys
+# the note fields (their labels: page.postmortem.note_<field>) and the scopes (text keys)
+NOTES = ("title", "owner", "summary", "follow_ups")
+SCOPES = ("page.postmortem.scope_run", "page.postmortem.scope_job", "page.postmortem.scope_logs")
 GPU_BASELINE = {"cuda": "", "rocm": " · GPU baseline (ROCm)"}  # platform -> what its label adds
 
 
@@ -180,10 +181,17 @@ if scope != 2:
 scope_key = f"job:{job_id}" if job_id is not None else (f"run:{run_id}" if run_id is not None else "logs")
 _load_notes(scope_key, run_id, job_id)
 pm = data.postmortem(fp, run_id, baseline, job_id)
-with st.expander(t("page.postmortem.edit_notes", scope=t(f"page.postmortem.saved_with_{scope_key.split(':')[0]}"))):
+with st.expander(
+    t("page.postmortem.edit_notes", scope=t(f"page.postmortem.saved_with_{scope_key.split(':')[0]}"))
+):
     for key in NOTES:
         widget = st.text_area if key in ("summary", "follow_ups") else st.text_input
-        widget(t(f"page.postmortem.note_{key}"), key=f"pm_note_{key}", on_change=_save_notes, args=(run_id, job_id))
+        widget(
+            t(f"page.postmortem.note_{key}"),
+            key=f"pm_note_{key}",
+            on_change=_save_notes,
+            args=(run_id, job_id),
+        )
 pm.notes = data.notes(run_id, job_id)
 if pm.notes.get("updated_at"):
     st.caption(t("page.postmortem.notes_saved", at=pm.notes["updated_at"]))

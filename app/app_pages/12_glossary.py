@@ -19,7 +19,9 @@ rows = [
     for term in glossary.terms()
     if not needle
     or needle.casefold()
-    in " ".join((term.term, term.zh, term.meaning, term.meaning_zh, term.cuda, term.cuda_zh, *term.aliases)).casefold()
+    in " ".join(
+        (term.term, term.zh, term.meaning, term.meaning_zh, term.cuda, term.cuda_zh, *term.aliases)
+    ).casefold()
 ]
 if not rows:
     st.info(t("page.glossary.no_match", needle=needle))

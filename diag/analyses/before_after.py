@@ -249,7 +249,13 @@ def answer(result: dict[str, Any]) -> str:
     what = result["environment"]["sentence"]
     if not result["can_tell"]:
         t = limits()["min_steps"]
-        return tr("before_after.cannot_tell", before=steps(result["steps_a"]), after=result["steps_b"], t=t, what=what)
+        return tr(
+            "before_after.cannot_tell",
+            before=steps(result["steps_a"]),
+            after=result["steps_b"],
+            t=t,
+            what=what,
+        )
     slower = [r for r in result["ops"] if r["verdict"] == SLOWER]
     if not slower:
         faster = [r for r in result["ops"] if r["verdict"] == FASTER]

@@ -32,7 +32,11 @@ LABELS = {
 }
 # What to try for each owner, in this order: reverting a setting is one rerun, pinning a version an install.
 STEP_ORDER = (CONFIG, STACK, HARDWARE)
-STEP_TEXT = {CONFIG: "before_after.step.config", STACK: "before_after.step.stack", HARDWARE: "before_after.step.hardware"}
+STEP_TEXT = {
+    CONFIG: "before_after.step.config",
+    STACK: "before_after.step.stack",
+    HARDWARE: "before_after.step.hardware",
+}
 
 
 def _flat(env: dict[str, Any]) -> dict[str, Any]:
@@ -81,10 +85,18 @@ def sentence(changes: list[dict[str, str]]) -> str:
     if not changes:
         return t("before_after.env.none")
     parts = [
-        t("before_after.env.first" if i == 0 else "before_after.env.next", **c, kind_text=t(f"before_after.kind.{c['kind']}"))
+        t(
+            "before_after.env.first" if i == 0 else "before_after.env.next",
+            **c,
+            kind_text=t(f"before_after.kind.{c['kind']}"),
+        )
         for i, c in enumerate(changes)
     ]
-    listed = parts[0] if len(parts) == 1 else t("before_after.env.list", head=t("before_after.env.sep").join(parts[:-1]), last=parts[-1])
+    listed = (
+        parts[0]
+        if len(parts) == 1
+        else t("before_after.env.list", head=t("before_after.env.sep").join(parts[:-1]), last=parts[-1])
+    )
     return t("before_after.env.between", listed=listed)
 
 
