@@ -351,7 +351,7 @@ def is_multi_rank(grouping: dict[str, Any] | None) -> bool:
 
 def rank_or_run(rank: int | None, run_id: int) -> str:
     """How a run is named where a rank is expected: never its run id presented as a rank."""
-    return f"rank {rank}" if rank is not None else f"run {run_id} (rank unknown)"
+    return t("grouping.rank", rank=rank) if rank is not None else t("grouping.run_rank_unknown", run=run_id)
 
 
 # The stored basis lines (jobs.grouping, English: --json and older stores keep them) read in the current

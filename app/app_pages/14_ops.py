@@ -75,11 +75,7 @@ if by != "class":
     st.subheader(t("page.ops.pmu"))
     pmu = data.op_pmu(fp, run_id, by)
     if pmu:
-        st.caption(
-            "PMU ratios from kernel_details, weighted by each call's duration (aic_mac_ratio: the cube unit's share "
-            "of the cycles; aic_mte2_ratio / aiv_mte2_ratio: moving data in from global memory); L2 rates from "
-            "l2_cache.csv, mean over the calls."
-        )
+        st.caption(t("page.ops.pmu_caption"))
         show_table(ow.pmu_frame(pmu, by), key="ops_pmu_table")
     else:
         st.caption(t("page.ops.no_pmu"))
