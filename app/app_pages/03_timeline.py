@@ -155,11 +155,11 @@ if box:
         st.rerun()
 
 st.download_button(
-    "Download as a Chrome / Perfetto trace (.json)",
+    t("page.timeline.download_trace"),
     data=lambda: data.chrome_trace_bytes(run_id),
     file_name=f"run{run_id}.chrome_trace.json",
     mime="application/json",
     key=f"tl_chrome_{run_id}",
     on_click="ignore",
-    help="The whole run in the Trace Event Format: open it in ui.perfetto.dev or chrome://tracing.",
+    help=t("page.timeline.download_trace_help"),
 )
