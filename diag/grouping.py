@@ -370,12 +370,34 @@ _STORED_FORMS = [
 ]  # fmt: skip
 
 
+_FIELD_NAMES = (
+    "world_size",
+    "profiler_level",
+    "aic_metrics",
+    "device_name",
+    "torch_npu_version",
+    "cann_version",
+)
+
+
+def _shared_fields(rest: str) -> str:
+    """ ", world size 2, cann version 8.0.RC3" (the fields _evidence lists) with each name in the language."""
+    for name in _FIELD_NAMES:
+        rest = rest.replace(
+            f", {name.replace('_', ' ')} ", t("grouping.field_sep") + t(f"grouping.field.{name}") + " "
+        )
+    return rest
+
+
 def _stored_line(line: str) -> str:
     if not is_chinese():
         return line
     for pattern, key in _STORED_FORMS:
         if m := pattern.fullmatch(line):
-            return t(key, **m.groupdict())
+            found = m.groupdict()
+            if "rest" in found:
+                found["rest"] = _shared_fields(found["rest"])
+            return t(key, **found)
     return line
 
 

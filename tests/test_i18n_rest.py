@@ -19,7 +19,7 @@ GROUPED = {
     "basis": [
         "rank ids from profiler_info (2 of 2 runs)",
         "capture windows overlap 100% (least overlapping pair)",
-        "same platform ascend",
+        "same platform ascend, world size 2, cann version 8.0.RC3",
         "a line of a form diag does not know",
     ],
 }
@@ -63,12 +63,12 @@ def test_grouping_sentence_in_chinese_and_unchanged_in_english():
     english = describe_grouping(GROUPED)
     assert english == (
         "grouping: rank ids from profiler_info (2 of 2 runs); capture windows overlap 100% (least overlapping "
-        "pair); same platform ascend; a line of a form diag does not know"
+        "pair); same platform ascend, world size 2, cann version 8.0.RC3; a line of a form diag does not know"
     )
     set_language("zh")
     assert describe_grouping(GROUPED) == (
         "分组：Rank 编号来自 profiler_info（2 个运行中的 2 个）；采集时间窗口重叠 100%（重叠最少的一对）；"
-        "同一平台 ascend；a line of a form diag does not know"
+        "同一平台 ascend，world size 2，CANN 版本 8.0.RC3；a line of a form diag does not know"
     )
     assert describe_grouping(
         {"multi_rank": False, "why_alone": "no absolute capture time to match peers on"}
