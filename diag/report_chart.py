@@ -6,9 +6,11 @@ The label column is as wide as the longest label needs (CJK characters are about
 
 from __future__ import annotations
 
+import math
 import unicodedata
 from typing import Any
 
+from diag.i18n import t
 from diag.report_blocks import html_escape as _e
 
 FONT_PX = 12
@@ -40,12 +42,17 @@ def fitted(text: str, room_px: float) -> str:
     return out.rstrip() + "…"
 
 
+def bar_label(bar: dict[str, Any]) -> str:
+    """A bucket's label in the current language (the Ascend vs CUDA page's bucket names); else as given."""
+    return t(f"page.compare.bucket.{bar['bucket']}") if bar.get("bucket") else bar["label"]
+
+
 def svg_chart(chart: list[dict[str, Any]], max_rows: int) -> str:
-    """``chart``: [{label, ns, pct}], the biggest ``max_rows`` drawn, biggest first."""
+    """``chart``: [{bucket, label, ns, pct}], the biggest ``max_rows`` drawn, biggest first."""
     if not chart:
         return ""
-    rows = sorted(chart, key=lambda c: -c["ns"])[:max_rows]
-    label_w = int(min(MAX_LABEL_PX, max(MIN_LABEL_PX, max(text_px(c["label"]) for c in rows))))
+    rows = [{**c, "label": bar_label(c)} for c in sorted(chart, key=lambda c: -c["ns"])[:max_rows]]
+    label_w = math.ceil(min(MAX_LABEL_PX, max(MIN_LABEL_PX, max(text_px(c["label"]) for c in rows))))
     x_bar = label_w + GAP_PX
     top = max(c["ns"] for c in rows) or 1
     width = x_bar + BARS_PX + PCT_PX

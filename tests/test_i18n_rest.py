@@ -68,7 +68,7 @@ def test_grouping_sentence_in_chinese_and_unchanged_in_english():
     set_language("zh")
     assert describe_grouping(GROUPED) == (
         "分组：Rank 编号来自 profiler_info（2 个运行中的 2 个）；采集时间窗口重叠 100%（重叠最少的一对）；"
-        "同一平台 ascend，world size 2，CANN 版本 8.0.RC3；a line of a form diag does not know"
+        "同一平台 ascend，Rank 总数 2，CANN 版本 8.0.RC3；a line of a form diag does not know"
     )
     assert describe_grouping(
         {"multi_rank": False, "why_alone": "no absolute capture time to match peers on"}
@@ -171,3 +171,31 @@ def test_upload_and_postmortem_pages_in_chinese(tmp_path, monkeypatch):
     assert at.button(key="ingest").label == "导入"
     at.switch_page("app_pages/09_postmortem.py").run()
     assert at.radio(key="pm_scope").options == ["一次性能采集", "一个作业（所有 Rank）", "库中的全部日志"]
+
+
+def test_report_chart_labels_and_version_reasons_in_chinese():
+    from diag.analyses.counts import KernelCounts
+    from diag.analyses.version_matrix import check_torch
+    from diag.report_chart import svg_chart
+
+    bars = [{"bucket": "idle", "label": "Idle (nothing on device)", "ns": 10, "pct": 52.2}]
+    counts = KernelCounts(
+        1, 10, 2, 2, 5.0, duplicates=[{"table": "kernels", "file": "kernel_details.csv", "rows": 3}]
+    )
+    assert ">Idle (nothing on device)</text>" in svg_chart(bars, 10)
+    assert check_torch("2.1.0", "2.5.1", None)["torch"].reason == (
+        "torch_npu 2.5.1 is built for PyTorch 2.5.1; this run has PyTorch 2.1.0"
+    )
+    assert counts.note() == (
+        "3 duplicate kernel row(s) (same name and start as another row): 3 in kernels from kernel_details.csv. "
+        "Each kernel is counted once in every figure."
+    )
+    set_language("zh")
+    assert '<text x="0" y="20" font-size="12">空闲（设备上无任务）</text>' in svg_chart(bars, 10)
+    assert check_torch("2.1.0", "2.5.1", None)["torch"].reason == (
+        "torch_npu 2.5.1 是为 PyTorch 2.5.1 构建的；本次运行的 PyTorch 是 2.1.0"
+    )
+    assert counts.note() == (
+        "3 行重复的 kernel 记录（名称和开始时间与另一行相同）：kernel_details.csv 的 kernels 中 3 行。"
+        "每个 kernel 在所有数值中只计一次。"
+    )
