@@ -19,9 +19,7 @@ from tests.conftest import ROOT, ingest_into, open_page
 from tests.test_i18n import english_sentences
 
 GENERATED = ROOT / "sample_traces" / "generated"
-FOREIGN = [  # analysis texts shown on these pages, not translated yet where they are written
-    re.compile(r"no scaling curve: .*"),  # diag.analyses.scaling (#20)
-]
+FOREIGN: list[re.Pattern[str]] = []  # analysis texts shown on these pages, not translated yet where written
 
 
 @pytest.fixture(autouse=True)

@@ -199,3 +199,13 @@ def test_report_chart_labels_and_version_reasons_in_chinese():
         "3 行重复的 kernel 记录（名称和开始时间与另一行相同）：kernel_details.csv 的 kernels 中 3 行。"
         "每个 kernel 在所有数值中只计一次。"
     )
+
+
+def test_scaling_answer_in_chinese():
+    from diag.analyses.scaling import answer
+
+    assert answer({"groups": [], "baseline_run_id": None}).startswith("no scaling curve: no attention")
+    set_language("zh")
+    assert answer({"groups": [], "baseline_run_id": None}) == (
+        "没有扩展曲线：本次运行中没有长度变化的 attention 或矩阵乘 Shape"
+    )
