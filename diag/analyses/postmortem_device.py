@@ -42,7 +42,7 @@ def device_story(
             ms=f"{e2e / 1e6:,.3f}",
             kernels=f"{counts.device_kernels:,}",
             per_step=per_step,
-            shares=", ".join(f"{c['label']} {c['pct']:.1f}%" for c in top),
+            shares=", ".join(f"{t('page.compare.bucket.' + c['bucket'])} {c['pct']:.1f}%" for c in top),
             quality=t("pm.device.quality", note=counts.note()) if counts.note() else "",
         ),
         {
