@@ -32,17 +32,23 @@ if not device:
 for i, o in enumerate(device):
     with st.container(border=True):
         st.markdown(
-            f"**{md_text(o.op_type)}** — {o.count} task(s), {o.total_ns / 1e6:,.3f} ms "
-            f"({(o.share_of_step_pct or 0):.2f}% of device time), longest {o.max_ns / 1e3:,.1f} µs"
+            t(
+                "page.fallback.op_line",
+                op=md_text(o.op_type),
+                n=o.count,
+                ms=f"{o.total_ns / 1e6:,.3f}",
+                pct=f"{(o.share_of_step_pct or 0):.2f}",
+                longest=f"{o.max_ns / 1e3:,.1f}",
+            )  # fmt: skip
         )
         st.markdown(md_text(o.hint))
         show_table(
             pd.DataFrame(
                 {
-                    "kernel names": [", ".join(o.names)],
-                    "input shapes": [" | ".join(o.input_shapes) or "—"],
-                    "dtypes": [" | ".join(o.input_dtypes) or "—"],
-                    "launched by": [", ".join(o.host_ops) or "—"],
+                    t("page.fallback.col_kernels"): [", ".join(o.names)],
+                    t("page.fallback.col_shapes"): [" | ".join(o.input_shapes) or "—"],
+                    t("page.fallback.col_dtypes"): [" | ".join(o.input_dtypes) or "—"],
+                    t("page.fallback.col_launched_by"): [", ".join(o.host_ops) or "—"],
                 }
             )
         )
