@@ -209,3 +209,15 @@ def test_scaling_answer_in_chinese():
     assert answer({"groups": [], "baseline_run_id": None}) == (
         "没有扩展曲线：本次运行中没有长度变化的 attention 或矩阵乘 Shape"
     )
+
+
+def test_stall_chart_legend_in_chinese(cuda_db, monkeypatch):
+    import json
+
+    monkeypatch.setenv("DIAG_LANG", "zh")
+    at = open_page(monkeypatch, cuda_db, "app_pages/04_stalls.py")
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    names = [trace["name"] for trace in spec["data"]]
+    assert "空闲（设备上无任务）" in names and "AI CPU（回退）" in names
+    assert spec["layout"]["yaxis"]["title"]["text"] == "设备耗时（ms）"
+    assert [m.label for m in at.metric][-3:] == ["设备 kernel 数", "算子类型数", "每迭代 kernel 数"]
