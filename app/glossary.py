@@ -21,6 +21,11 @@ class Term:
     cuda: str
     aliases: tuple[str, ...] = ()
     meaning_zh: str = ""
+    cuda_zh: str = ""
+
+    def counterpart(self) -> str:
+        """The CUDA counterpart in the current language (as written where the Chinese is missing)."""
+        return self.cuda_zh if is_chinese() and self.cuda_zh else self.cuda
 
     def explained(self) -> str:
         """The meaning in the current language (English where the Chinese is missing)."""
@@ -31,7 +36,7 @@ class Term:
         if is_chinese() and self.meaning_zh:
             zh = f" ({self.zh})" if self.zh and self.zh != self.term else ""
             return f"**{self.term}**{zh}：{self.meaning_zh}" + (
-                f" CUDA 对应：{self.cuda}。" if self.cuda else ""
+                f" CUDA 对应：{self.counterpart()}。" if self.cuda else ""
             )
         text = f"**{self.term}**: {self.meaning}"
         if self.cuda:
@@ -53,6 +58,7 @@ def terms(path: Path = GLOSSARY_PATH) -> tuple[Term, ...]:
             t.get("cuda", ""),
             tuple(t.get("aliases", ())),
             t.get("meaning_zh", ""),
+            t.get("cuda_zh", ""),
         )  # fmt: skip
         for t in raw
     )

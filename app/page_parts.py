@@ -6,15 +6,17 @@ import streamlit as st
 
 from app.text import md_text
 from diag.analyses.counts import KernelCounts
+from diag.i18n import t
 
 
 def kernel_count_metrics(counts: KernelCounts) -> None:
     """The run's three counts under one definition each (diag.analyses.counts), and its data-quality note."""
     k = st.columns(3)
-    k[0].metric("device kernels", f"{counts.device_kernels:,}")
-    k[1].metric("operator types", f"{counts.operator_types:,}")
+    k[0].metric(t("page.counts.device_kernels"), f"{counts.device_kernels:,}")
+    k[1].metric(t("page.counts.operator_types"), f"{counts.operator_types:,}")
     k[2].metric(
-        "kernels per step", "—" if counts.kernels_per_step is None else f"{counts.kernels_per_step:,.1f}"
+        t("page.counts.kernels_per_step"),
+        "—" if counts.kernels_per_step is None else f"{counts.kernels_per_step:,.1f}",
     )
     if counts.note():
-        st.info(f"Data quality: {md_text(counts.note())}")  # it names the files
+        st.info(t("page.counts.data_quality", note=md_text(counts.note())))  # it names the files

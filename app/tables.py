@@ -109,7 +109,7 @@ def show_table(
 ) -> None:
     """Draw ``df`` the app's one way (see the module docstring); ``helps`` are column-label tooltips."""
     if df.empty:
-        st.caption("No rows.")
+        st.caption(t("table.no_rows"))
         return
     shown, as_text = for_display(df)
     st.dataframe(

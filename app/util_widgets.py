@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.tables import show_table
+from diag.i18n import t
 
 MAX_SHOWN = 1000  # rows drawn in the table and points in the roofline
 UTIL_HELP = {
@@ -84,16 +85,13 @@ def roofline_figure(rows: list[dict[str, Any]]) -> go.Figure:
 
 def draw_utilization(rows: list[dict[str, Any]], label: str) -> None:
     """The section: a caption naming the peaks used (or why there are none), the table and the roofline."""
-    st.subheader("Utilization")
+    st.subheader(t("page.ops.utilization"))
     costed = [r for r in rows if r["costed_calls"]]
     if not costed:
-        st.caption(
-            "No op has FLOPs and bytes from its shapes in this run (Level0 Ascend exports and CUDA captures without "
-            "record_shapes carry no shapes; rules/op_cost.toml lists the op classes with a formula)."
-        )
+        st.caption(t("page.ops.no_cost"))
         return
     peaks = sorted({r["peak_from"] for r in costed if r["peak_from"]})
-    st.caption("Peaks: " + "; ".join(peaks) + ". FLOPs and bytes from each op's shapes (rules/op_cost.toml).")
+    st.caption(t("page.ops.peaks", peaks=t("page.ops.peaks_sep").join(peaks)))
     shown = costed[:MAX_SHOWN]  # largest time first: a run of 200k kernels has tens of thousands of names
     if len(costed) > len(shown):
         st.caption(

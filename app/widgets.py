@@ -78,28 +78,29 @@ BUCKET_COLORS = {
 def breakdown_figure(bd: Breakdown) -> go.Figure:
     """Stacked bars: one per step, device time in ms by bucket (the buckets sum to the step's E2E)."""
     steps = bd.steps
-    labels = ["run" if s.step is None else f"step {s.step}" for s in steps]
+    labels = [
+        t("page.stalls.whole_run") if s.step is None else t("page.timeline.step", step=s.step) for s in steps
+    ]
     fig = go.Figure()
     for b in BUCKETS:
         values = [s.buckets[b] / 1e6 for s in steps]
         shares = [100 * s.buckets[b] / max(s.e2e_ns, 1) for s in steps]
+        name = t(f"page.compare.bucket.{b}")  # BUCKET_LABELS[b] in English
         fig.add_trace(
             go.Bar(
-                name=BUCKET_LABELS[b],
+                name=name,
                 x=labels,
                 y=values,
                 marker_color=BUCKET_COLORS[b],
                 customdata=shares,
-                hovertemplate="%{x}<br>"
-                + BUCKET_LABELS[b]
-                + ": %{y:.3f} ms (%{customdata:.1f}%)<extra></extra>",
+                hovertemplate="%{x}<br>" + name + ": %{y:.3f} ms (%{customdata:.1f}%)<extra></extra>",
             )
         )
     fig.update_layout(
         barmode="stack",
         height=420,
         margin=dict(l=10, r=10, t=30, b=40),
-        yaxis_title="device time (ms)",
+        yaxis_title=t("page.stalls.axis_device_ms"),
         legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
         xaxis_type="category",
     )

@@ -34,6 +34,7 @@ from typing import Any
 
 import duckdb
 
+from diag.grouping_text import describe_grouping, rank_or_run  # noqa: F401 - their home before #24
 from diag.store import RULES_DIR, Store, q
 
 RULES = RULES_DIR / "grouping.toml"
@@ -346,18 +347,3 @@ def job_grouping(con: duckdb.DuckDBPyConnection, job_id: int | None) -> dict[str
 def is_multi_rank(grouping: dict[str, Any] | None) -> bool:
     """Whether the evidence made this job a multi-rank job (cluster findings, cross-rank claims need one)."""
     return bool(grouping and grouping.get("multi_rank"))
-
-
-def rank_or_run(rank: int | None, run_id: int) -> str:
-    """How a run is named where a rank is expected: never its run id presented as a rank."""
-    return f"rank {rank}" if rank is not None else f"run {run_id} (rank unknown)"
-
-
-def describe_grouping(grouping: dict[str, Any] | None) -> str:
-    """How the job's runs were grouped, in words: the evidence, and whether it is a guess."""
-    if grouping is None:
-        return "grouping: by folder only (stored by an older diag; ingest again to group by evidence) — no cluster findings"
-    if not grouping.get("multi_rank"):
-        return f"grouping: one run, no multi-rank job ({grouping.get('why_alone')}) — no cluster findings"
-    head = "grouping: a GUESS (ranks from folder or file names)" if grouping.get("guess") else "grouping"
-    return f"{head}: " + "; ".join(grouping.get("basis") or [])

@@ -15,6 +15,7 @@ from diag.analyses.postmortem import Postmortem
 from diag.i18n import current_language, t
 from diag.report_blocks import html_escape as _e
 from diag.report_blocks import html_evidence, html_table, md_escape, md_evidence, md_fence, md_table
+from diag.report_chart import svg_chart
 from diag.report_tables import (  # noqa: F401 - the app's Postmortem page reads them from here
     COMPARISON_COLUMNS,
     MAX_ROWS,
@@ -228,24 +229,6 @@ table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #ccc;padding
 )
 
 
-def _svg_chart(chart: list[dict[str, Any]]) -> str:
-    if not chart:
-        return ""
-    rows = sorted(chart, key=lambda c: -c["ns"])[:MAX_ROWS]
-    width, bar_h, label_w = 700, 22, 300
-    top = max(c["ns"] for c in rows) or 1
-    parts = [f'<svg width="{width}" height="{bar_h * len(rows) + 10}" role="img">']  # noqa: E501
-    for i, c in enumerate(rows):
-        w = int((width - label_w - 80) * c["ns"] / top)
-        y = i * bar_h + 5
-        parts += [
-            f'<text x="0" y="{y + 15}" font-size="12">{_e(c["label"])}</text>',
-            f'<rect x="{label_w}" y="{y + 3}" width="{max(w, 1)}" height="{bar_h - 6}" fill="#4a7ab5"/>',
-            f'<text x="{label_w + w + 4}" y="{y + 15}" font-size="12">{c["pct"]:.1f}%</text>',
-        ]
-    return "\n".join([*parts, "</svg>"])
-
-
 def to_html(pm: Postmortem) -> str:
     notes = pm.notes or {}
     when = clock(pm)
@@ -287,7 +270,7 @@ def to_html(pm: Postmortem) -> str:
         if len(items) > MAX_ROWS:
             out.append(f"<p>{_e(t('report.more', n=len(items) - MAX_ROWS))}</p>")
     if pm.chart:
-        out += [f"<h2>{_e(t('report.section.chart'))}</h2>", _svg_chart(pm.chart)]
+        out += [f"<h2>{_e(t('report.section.chart'))}</h2>", svg_chart(pm.chart, MAX_ROWS)]
     if pm.comparison:
         out += [
             f"<h2>{_e(t('report.section.comparison'))}</h2>",

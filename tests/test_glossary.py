@@ -28,7 +28,7 @@ def test_every_term_has_a_meaning_and_names_are_unique():
     names = [n.casefold() for r in rows for n in [r["term"], *r.get("aliases", [])]]
     assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
     for r in rows:
-        assert set(r) <= {"term", "zh", "meaning", "meaning_zh", "cuda", "aliases"}, r["term"]
+        assert set(r) <= {"term", "zh", "meaning", "meaning_zh", "cuda", "cuda_zh", "aliases"}, r["term"]
         assert r["meaning"].strip() and "\n" not in r["meaning"] and len(r["meaning"]) <= 160, r["term"]
     assert set(REQUIRED) <= {r["term"] for r in rows}
 

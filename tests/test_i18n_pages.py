@@ -19,14 +19,7 @@ from tests.conftest import ROOT, ingest_into, open_page
 from tests.test_i18n import english_sentences
 
 GENERATED = ROOT / "sample_traces" / "generated"
-FOREIGN = [  # analysis texts shown on these pages, translated (or not yet) where they are written
-    re.compile(r"grouping: .*"),  # diag.grouping.describe_grouping
-    re.compile(r"No outlier; .*"),  # diag.analyses.cluster: why open this rank next
-    re.compile(r"no scaling curve: .*"),  # app/scaling_widgets.py (#20)
-    re.compile(r"both runs are \w+: the comparison is meant .*"),  # diag.analyses.compare: warnings
-    re.compile(r"no op changed beyond the step-to-step spread"),  # diag.analyses.before_after: the answer
-    re.compile(r"no recorded version or setting differs.*"),  # diag.analyses.before_after_env
-]
+FOREIGN: list[re.Pattern[str]] = []  # analysis texts shown on these pages, not translated yet where written
 
 
 @pytest.fixture(autouse=True)
@@ -156,45 +149,19 @@ DATA_VALUES: list[re.Pattern[str]] = [  # English in a data value, not a sentenc
     re.compile(
         r"[\w.-]+ · [\w .-]+ · (?:ascend|cuda|rocm)\b[^·]*"
     ),  # a run's label: id · name · platform · device
+    re.compile(
+        r"（\d+ 条记录）[^：]*：.*"
+    ),  # a log root cause's title ends with its first log line, as logged
 ]
 # English still on Chinese pages, each with where it is written and who translates it: reported (xfail), not
 # failed, until it is translated; then the line goes (the lead, after merging s7-i18nfind / s7-i18nlogs).
 # Anything not listed here fails the test.
 _FINDINGS = "findings texts, branch s7-i18nfind"
 _LOGS = "log rules / error codes, branch s7-i18nlogs"
-_PAGES = "page texts of pages translated before (not this branch's files)"
-_ANALYSES = "analysis sentences"
-
-
-def _glossary_cuda() -> re.Pattern[str]:
-    """The glossary's CUDA counterparts (diag/rules/glossary.toml ``cuda``), shown as written."""
-    import tomllib
-
-    with open(ROOT / "diag" / "rules" / "glossary.toml", "rb") as fh:
-        values = {x["cuda"] for x in tomllib.load(fh)["term"] if x.get("cuda")}
-    return re.compile("|".join(re.escape(v) for v in sorted(values, key=len, reverse=True)))
-
-
 PENDING: list[tuple[str, re.Pattern[str]]] = [
-    *((f"{_ANALYSES}: diag.grouping, analyses.cluster / compare / before_after", p) for p in FOREIGN),
-    (f"{_FINDINGS}: owner reason and steps, diag/rules/owners.toml",
-     re.compile(r".* \((?:code|config|stack|hardware)\)$", re.S)),
-    (f"{_FINDINGS}: diag/rules/fallback_hints.csv", re.compile(r"(?:Arg/TopK/Sort with|float64 inputs have) .*")),
-    (f"{_LOGS}: diag/rules/log_patterns.toml", re.compile(r"(?:Op \w+: GE did not find|Change the input dtype) .*")),
-    (f"{_LOGS}: diag/rules/log_patterns.toml (title)", re.compile(r"Operator off the AI Core fast path \(AI CPU\)")),
-    (f"{_LOGS}: diag/rules/error_codes.csv", re.compile(r"Op does not hit the high-priority .*")),
-    (f"{_ANALYSES}: diag/analyses/serving.py", re.compile(r"A reaches \d+% of B's .*")),
-    ("glossary data: diag/rules/glossary.toml, the cuda counterparts", _glossary_cuda()),
-    (f"{_PAGES}: app/app_pages/02_upload.py", re.compile(r"Drop a torch_npu .*|…or a whole profiler folder")),
-    (f"{_PAGES}: app/app_pages/03_timeline.py", re.compile(r"Window \(ms since run start\)")),
-    (f"{_PAGES}: app/app_pages/04_stalls.py", re.compile(r"\d+ figure\(s\) differ from the export .*")),
-    (f"{_PAGES}: app/app_pages/05_fallback.py, app/state.py",
-     re.compile(r"log lines naming this op \(\d+\)|Show on the timeline")),
-    (f"{_PAGES}: app/app_pages/07_logs.py", re.compile(r"· cause · \d+ record\(s\) · first|time \(local time of the logs\)|"
-                                                       r"— lines around line \d+ \(the record is marked ▶\)")),
-    (f"{_PAGES}: app/app_pages/09_postmortem.py", re.compile(r"Every log in the store")),
-    (f"{_PAGES}: app/app_pages/14_ops.py", re.compile(r"\d+ distinct input shape\(s\)\. No activity dimension .*")),
-]  # fmt: skip
+    # (who translates it, the English text's pattern): empty since #24's last texts (s7-i18nrest); a text
+    # listed here is reported (xfail) rather than failed while its translation is under way elsewhere
+]
 
 
 def _strings(value: object) -> list[str]:

@@ -12,19 +12,13 @@ from diag.uploads import Upload, describe_stored, run_to_select
 
 st.title(t("page.upload.title"))
 cap_mb = data.upload_cap_bytes() // (1 << 20)
-st.write(
-    "Drop a torch_npu `*_ascend_pt` folder or its files (`trace_view.json`, `kernel_details.csv`, …), CANN logs "
-    "(`plog-*.log`, `device-*.log`, console captures), or from the CUDA side an Nsight Systems SQLite export, "
-    "`nsys stats` CSVs, a PyTorch-profiler trace (`.json`/`.json.gz`) or an Nsight Compute CSV — or an archive "
-    f"(`.zip`, `.tar.gz`) of any of these. Files over {cap_mb:,} MB are refused; archives are checked for unsafe "
-    "members before anything is unpacked."
-)
-files = st.file_uploader("Files or archives", accept_multiple_files=True, key="upload_files")
-folder = st.file_uploader("…or a whole profiler folder", accept_multiple_files="directory", key="upload_dir")
+st.write(t("page.upload.drop_help", cap_mb=f"{cap_mb:,}"))
+files = st.file_uploader(t("page.upload.files"), accept_multiple_files=True, key="upload_files")
+folder = st.file_uploader(t("page.upload.folder"), accept_multiple_files="directory", key="upload_dir")
 chosen = list(files or []) + list(folder or [])
 
-if st.button("Ingest", type="primary", disabled=not chosen, key="ingest"):
-    bar = st.progress(0.0, text="ingesting…")
+if st.button(t("page.upload.ingest"), type="primary", disabled=not chosen, key="ingest"):
+    bar = st.progress(0.0, text=t("page.upload.ingesting"))
     total = max(1, sum(f.size for f in chosen))
     done = {"bytes": 0}
 
@@ -33,7 +27,7 @@ if st.button("Ingest", type="primary", disabled=not chosen, key="ingest"):
         bar.progress(min(1.0, done["bytes"] / total), text=f"{outcome.status}: {md_text(outcome.source)}")
 
     outcomes = data.ingest([Upload(f.name, f, f.size) for f in chosen], on_file_done=advance)
-    bar.progress(1.0, text="done")
+    bar.progress(1.0, text=t("page.upload.done"))
     st.session_state["last_upload"] = outcomes
     device_runs = {r["run_id"] for r in data.runs(data.fingerprint()) if r["start_ns"] is not None}
     chosen_run = run_to_select(outcomes, device_runs)
@@ -47,15 +41,12 @@ if outcomes:
     if ok:
         lines = "\n".join(f"- {line}" for line in describe_stored(outcomes))  # diag's own words: no file text
         selected = state.selected_run()
-        tail = (
-            f"\n\nRun {selected} is selected for the other pages."
-            if selected in {o["run_id"] for o in ok}
-            else ""
-        )
-        st.success(f"Stored {len(ok)} file(s):\n{lines}{tail}")
+        tail = t("page.upload.selected", run=selected) if selected in {o["run_id"] for o in ok} else ""
+        st.success(t("page.upload.stored", n=len(ok), lines=lines, tail=tail))
     elif not failed:
         st.info(
-            "\n".join(f"- {widgets.md(line)}" for line in describe_stored(outcomes)) or "Nothing to store."
+            "\n".join(f"- {widgets.md(line)}" for line in describe_stored(outcomes))
+            or t("page.upload.nothing")
         )
     for o in failed:
         st.error(md_text(o["message"] or f"{o['path']}: failed"))

@@ -78,7 +78,7 @@ choice = st.selectbox(
     "Zoom to step",
     step_options,
     key="tl_step",
-    format_func=lambda s: s if isinstance(s, str) else f"step {s}",
+    format_func=lambda s: s if isinstance(s, str) else t("page.timeline.step", step=s),
     on_change=_on_step_change,
 )
 if window is None:
@@ -88,7 +88,7 @@ c1, c2 = st.columns([4, 1])
 span_ms = (end - origin) / 1e6
 slider_key = f"tl_slider_{run_id}_{choice}_{st.session_state.get('tl_zoom', 0)}"
 lo_ms, hi_ms = c1.slider(
-    "Window (ms since run start)",
+    t("page.timeline.window"),
     0.0,
     max(span_ms, 0.001),
     ((window[0] - origin) / 1e6, (window[1] - origin) / 1e6),
@@ -97,7 +97,7 @@ lo_ms, hi_ms = c1.slider(
     on_change=_on_slide,
     args=(slider_key, origin),
 )
-c2.button("Reset zoom", key="tl_reset", on_click=_on_reset)
+c2.button(t("page.timeline.reset_zoom"), key="tl_reset", on_click=_on_reset)
 window = (origin + int(lo_ms * 1e6), origin + int(hi_ms * 1e6))
 
 focus = st.session_state.get("tl_focus")
@@ -155,11 +155,11 @@ if box:
         st.rerun()
 
 st.download_button(
-    "Download as a Chrome / Perfetto trace (.json)",
+    t("page.timeline.download_trace"),
     data=lambda: data.chrome_trace_bytes(run_id),
     file_name=f"run{run_id}.chrome_trace.json",
     mime="application/json",
     key=f"tl_chrome_{run_id}",
     on_click="ignore",
-    help="The whole run in the Trace Event Format: open it in ui.perfetto.dev or chrome://tracing.",
+    help=t("page.timeline.download_trace_help"),
 )

@@ -46,6 +46,6 @@ if cmp.empty:
 else:
     bad = cmp[cmp["agrees (≤1%)"] == "no"]
     if len(bad):
-        st.warning(f"{len(bad)} figure(s) differ from the export by more than 1% — see the table.")
+        st.warning(t("page.stalls.export_differs", n=len(bad)))
     show_table(cmp)
-st.caption(f"steps from: {bd.step_source.replace('_', ' ')}")
+st.caption(t("page.stalls.steps_from", source=bd.step_source.replace("_", " ")))

@@ -32,29 +32,35 @@ if not device:
 for i, o in enumerate(device):
     with st.container(border=True):
         st.markdown(
-            f"**{md_text(o.op_type)}** — {o.count} task(s), {o.total_ns / 1e6:,.3f} ms "
-            f"({(o.share_of_step_pct or 0):.2f}% of device time), longest {o.max_ns / 1e3:,.1f} µs"
+            t(
+                "page.fallback.op_line",
+                op=md_text(o.op_type),
+                n=o.count,
+                ms=f"{o.total_ns / 1e6:,.3f}",
+                pct=f"{(o.share_of_step_pct or 0):.2f}",
+                longest=f"{o.max_ns / 1e3:,.1f}",
+            )  # fmt: skip
         )
         st.markdown(md_text(o.hint))
         show_table(
             pd.DataFrame(
                 {
-                    "kernel names": [", ".join(o.names)],
-                    "input shapes": [" | ".join(o.input_shapes) or "—"],
-                    "dtypes": [" | ".join(o.input_dtypes) or "—"],
-                    "launched by": [", ".join(o.host_ops) or "—"],
+                    t("page.fallback.col_kernels"): [", ".join(o.names)],
+                    t("page.fallback.col_shapes"): [" | ".join(o.input_shapes) or "—"],
+                    t("page.fallback.col_dtypes"): [" | ".join(o.input_dtypes) or "—"],
+                    t("page.fallback.col_launched_by"): [", ".join(o.host_ops) or "—"],
                 }
             )
         )
         if o.log_evidence:
-            with st.expander(f"log lines naming this op ({len(o.log_evidence)})"):
+            with st.expander(t("page.fallback.log_lines", n=len(o.log_evidence))):
                 for rec in data.log_lines(fp, tuple(o.log_evidence[:20])):
                     st.caption(md_text(f"{rec['file']}:{rec['line_no']}"))
                     st.code(rec["raw"], language=None)
         if o.call_stack:
-            with st.expander("call stack"):
+            with st.expander(t("page.fallback.call_stack")):
                 st.code(o.call_stack.replace(";", "\n"), language=None)
-        if st.button("Show on the timeline", key=f"fb_tl_{i}"):
+        if st.button(t("page.fallback.show_on_timeline"), key=f"fb_tl_{i}"):
             data.open_in_timeline(run_id, o.first_start_ns, o.last_end_ns, names=o.names)
             st.switch_page("app_pages/03_timeline.py")
 if host:

@@ -141,7 +141,7 @@ window = None
 if values["start_ns"] is not None and values["end_ns"] > values["start_ns"]:
     lo, hi = _dt(values["start_ns"]), _dt(values["end_ns"])
     window = st.slider(
-        "time (local time of the logs)", lo, hi, (lo, hi), format="YYYY-MM-DD HH:mm:ss", key="logs_time"
+        t("page.logs.time_window"), lo, hi, (lo, hi), format="YYYY-MM-DD HH:mm:ss", key="logs_time"
     )
 filters = {
     "levels": levels or None,
@@ -185,7 +185,7 @@ if rows:
     around = _context(fp, here["file_id"], here["record_no"])
     # the file's name as uploaded (an upload lives under its upload id); the whole path in the tooltip
     st.caption(
-        f"{md_text(here['source'].rsplit('/', 1)[-1])} — lines around line {here['line_no']} (the record is marked ▶)",
+        t("page.logs.lines_around", file=md_text(here["source"].rsplit("/", 1)[-1]), line=here["line_no"]),
         help=here["source"],
     )
     st.code(

@@ -16,24 +16,25 @@ from diag.analyses.postmortem_model import Postmortem
 from diag.i18n import t
 from diag.report import md_escape, to_html, to_json, to_markdown
 
-NOTES = (("title", "Title"), ("owner", "Owner"), ("summary", "Summary"), ("follow_ups", "Follow-ups"))
-SCOPES = ("A profiling run", "A job (every rank)", "Every log in the store")
+# the note fields (their labels: page.postmortem.note_<field>) and the scopes (text keys)
+NOTES = ("title", "owner", "summary", "follow_ups")
+SCOPES = ("page.postmortem.scope_run", "page.postmortem.scope_job", "page.postmortem.scope_logs")
 GPU_BASELINE = {"cuda": "", "rocm": " · GPU baseline (ROCm)"}  # platform -> what its label adds
 
 
 def _load_notes(scope_key: str, run_id: int | None, job_id: int | None) -> None:
     """Fill the note widgets from the store when the page opens on a scope (or the scope changes)."""
-    keys = [f"pm_note_{key}" for key, _ in NOTES]
+    keys = [f"pm_note_{key}" for key in NOTES]
     if st.session_state.get("pm_notes_scope") == scope_key and all(k in st.session_state for k in keys):
         return  # (Streamlit drops a widget's state once a run leaves it out: back from another page, reload)
     saved = data.notes(run_id, job_id)
-    for key, _ in NOTES:
+    for key in NOTES:
         st.session_state[f"pm_note_{key}"] = saved.get(key, "")
     st.session_state["pm_notes_scope"] = scope_key
 
 
 def _save_notes(run_id: int | None, job_id: int | None) -> None:
-    values = {key: st.session_state.get(f"pm_note_{key}", "") for key, _ in NOTES}
+    values = {key: st.session_state.get(f"pm_note_{key}", "") for key in NOTES}
     data.save_notes(values, run_id, job_id)
 
 
@@ -141,16 +142,19 @@ def _report(pm: Postmortem) -> None:
 
 st.title(t("page.postmortem.title"))
 fp = data.fingerprint()
-scope = st.radio("Scope", SCOPES, horizontal=True, key="pm_scope")
+scopes = [t(key) for key in SCOPES]
+if st.session_state.get("pm_scope") not in (*scopes, None):  # chosen in the other language
+    del st.session_state["pm_scope"]
+scope = scopes.index(st.radio(t("page.postmortem.scope"), scopes, horizontal=True, key="pm_scope"))
 run_id: int | None = None
 job_id: int | None = None
 baseline: int | None = None
 runs = data.runs(fp)
-if scope == SCOPES[0]:
+if scope == 0:
     run_id = run_picker(fp, key="pm_run")
     if run_id is None:
         st.stop()
-elif scope == SCOPES[1]:
+elif scope == 1:
     # only the jobs the evidence grouped (diag.grouping): a one-run "job" is its run's postmortem
     jobs = {
         j["job_id"]: f"{j['job_id']} · {j['name']} · {j['ranks']} rank(s)"
@@ -159,13 +163,10 @@ elif scope == SCOPES[1]:
         if j["multi_rank"]
     }
     if not jobs:
-        st.info(
-            "No multi-rank job: no stored runs that the data says are ranks of one job (known, distinct ranks "
-            "and overlapping capture windows; sharing a folder is not enough). Pick a run instead."
-        )
+        st.info(t("page.postmortem.no_job"))
         st.stop()
-    job_id = st.selectbox("Job", list(jobs), format_func=jobs.get, key="pm_job")
-if scope != SCOPES[2]:
+    job_id = st.selectbox(t("page.postmortem.job"), list(jobs), format_func=jobs.get, key="pm_job")
+if scope != 2:
     # GPU runs as baselines; a ROCm one is offered as such, never silently as a CUDA baseline
     cuda = [r for r in runs if r["platform"] in GPU_BASELINE and r["run_id"] != run_id and r["start_ns"]]
     cuda = [r for r in cuda if job_id is None or r["job_id"] != job_id]
@@ -173,22 +174,27 @@ if scope != SCOPES[2]:
         names = {r["run_id"]: f"{r['run_id']} · {r['name']}{GPU_BASELINE[r['platform']]}" for r in cuda}
         rocm = any(r["platform"] == "rocm" for r in cuda)
         baseline = st.selectbox(
-            "GPU baseline (optional: CUDA or ROCm)" if rocm else "CUDA baseline (optional)", [None, *names],
-            format_func=lambda i: "none" if i is None else names[i], key="pm_baseline",
+            t("page.postmortem.gpu_baseline" if rocm else "page.postmortem.cuda_baseline"), [None, *names],
+            format_func=lambda i: t("page.postmortem.no_baseline") if i is None else names[i], key="pm_baseline",
         )  # fmt: skip
 
 scope_key = f"job:{job_id}" if job_id is not None else (f"run:{run_id}" if run_id is not None else "logs")
 _load_notes(scope_key, run_id, job_id)
 pm = data.postmortem(fp, run_id, baseline, job_id)
 with st.expander(
-    "Edit the report's free text (saved with the " + scope_key.split(":")[0] + ")", expanded=False
+    t("page.postmortem.edit_notes", scope=t(f"page.postmortem.saved_with_{scope_key.split(':')[0]}"))
 ):
-    for key, label in NOTES:
+    for key in NOTES:
         widget = st.text_area if key in ("summary", "follow_ups") else st.text_input
-        widget(label, key=f"pm_note_{key}", on_change=_save_notes, args=(run_id, job_id))
+        widget(
+            t(f"page.postmortem.note_{key}"),
+            key=f"pm_note_{key}",
+            on_change=_save_notes,
+            args=(run_id, job_id),
+        )
 pm.notes = data.notes(run_id, job_id)
 if pm.notes.get("updated_at"):
-    st.caption(f"Notes saved {pm.notes['updated_at']} UTC")
+    st.caption(t("page.postmortem.notes_saved", at=pm.notes["updated_at"]))
 
 cols = st.columns(3)
 cols[0].download_button(

@@ -15,11 +15,13 @@ needle = st.text_input(
 ).strip()
 columns = tuple(t(f"page.glossary.col_{c}") for c in ("term", "zh", "meaning", "cuda"))
 rows = [
-    dict(zip(columns, (term.term, term.zh, term.explained(), term.cuda), strict=True))
+    dict(zip(columns, (term.term, term.zh, term.explained(), term.counterpart()), strict=True))
     for term in glossary.terms()
     if not needle
     or needle.casefold()
-    in " ".join((term.term, term.zh, term.meaning, term.meaning_zh, term.cuda, *term.aliases)).casefold()
+    in " ".join(
+        (term.term, term.zh, term.meaning, term.meaning_zh, term.cuda, term.cuda_zh, *term.aliases)
+    ).casefold()
 ]
 if not rows:
     st.info(t("page.glossary.no_match", needle=needle))

@@ -58,28 +58,24 @@ if by != "class":
         shapes = data.op_shapes(fp, run_id, name, by)
         varying = sorted({v["label"] for s in shapes for v in s["varying"]})
         st.caption(
-            f"{len(shapes):,} distinct input shape(s). "
+            t("page.ops.distinct_shapes", n=f"{len(shapes):,}")
             + (
-                f"Varying: {md_text(', '.join(varying))}."
+                t("page.ops.varying", dims=md_text(", ".join(varying)))
                 if varying
-                else "No activity dimension varies within a call site."
+                else t("page.ops.none_varying")
             )
         )
         st.plotly_chart(ow.shapes_figure(shapes), width="stretch", key="ops_shapes_chart")
         show_table(ow.shapes_frame(shapes), key="ops_shapes_table")
         per_step = data.op_shapes_by_step(fp, run_id, name, by)
         if len(per_step) > 1:
-            with st.expander(f"distinct shapes per step ({len(per_step)} steps)"):
+            with st.expander(t("page.ops.shapes_per_step", n=len(per_step))):
                 show_table(ow.steps_frame(per_step))
 
     st.subheader(t("page.ops.pmu"))
     pmu = data.op_pmu(fp, run_id, by)
     if pmu:
-        st.caption(
-            "PMU ratios from kernel_details, weighted by each call's duration (aic_mac_ratio: the cube unit's share "
-            "of the cycles; aic_mte2_ratio / aiv_mte2_ratio: moving data in from global memory); L2 rates from "
-            "l2_cache.csv, mean over the calls."
-        )
+        st.caption(t("page.ops.pmu_caption"))
         show_table(ow.pmu_frame(pmu, by), key="ops_pmu_table")
     else:
         st.caption(t("page.ops.no_pmu"))

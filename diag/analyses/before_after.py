@@ -241,7 +241,7 @@ def before_after(store: Store, run_a: int, run_b: int) -> dict[str, Any]:
 
 
 def steps(n: int) -> str:
-    return f"{n} step" if n == 1 else f"{n} steps"
+    return tr("before_after.one_step" if n == 1 else "before_after.steps", n=n)
 
 
 def answer(result: dict[str, Any]) -> str:
@@ -249,25 +249,27 @@ def answer(result: dict[str, Any]) -> str:
     what = result["environment"]["sentence"]
     if not result["can_tell"]:
         t = limits()["min_steps"]
-        return (
-            f"cannot tell: {steps(result['steps_a'])} before, {result['steps_b']} after (at least {t} steps on each "
-            f"side give the step-to-step spread); {what}"
+        return tr(
+            "before_after.cannot_tell",
+            before=steps(result["steps_a"]),
+            after=result["steps_b"],
+            t=t,
+            what=what,
         )
     slower = [r for r in result["ops"] if r["verdict"] == SLOWER]
     if not slower:
         faster = [r for r in result["ops"] if r["verdict"] == FASTER]
         head = (
-            f"no op is slower beyond the step-to-step spread; {faster[0]['name']} is "
-            f"{-faster[0]['delta_pct']:.1f} % faster"
+            tr("before_after.none_slower", name=faster[0]["name"], pct=f"{-faster[0]['delta_pct']:.1f}")
             if faster
-            else "no op changed beyond the step-to-step spread"
+            else tr("before_after.none_changed")
         )
-        return f"{head}; {what}"
+        return tr("before_after.then", head=head, what=what)
     r = max(slower, key=lambda x: x["delta_ms"])
-    return (
-        f"{r['name']} is {r['delta_pct']:.1f} % slower after ({r['delta_ms']:.2f} ms per step, beyond the "
-        f"step-to-step spread of {r['spread_ms']:.2f} ms); {what}"
-    )
+    return tr(
+        "before_after.slower",
+        name=r["name"], pct=f"{r['delta_pct']:.1f}", ms=f"{r['delta_ms']:.2f}", spread=f"{r['spread_ms']:.2f}", what=what,
+    )  # fmt: skip
 
 
 def before_after_findings(store: Store, run_a: int, run_b: int) -> list[Finding]:

@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 from diag.analyses.postmortem_env import CHECK_KEYS, PER_RANK, environment
+from diag.i18n import t
 from diag.store import Store
 
 STACK, CONFIG, HARDWARE, CODE = "stack", "config", "hardware", "code"
@@ -32,10 +33,9 @@ LABELS = {
 # What to try for each owner, in this order: reverting a setting is one rerun, pinning a version an install.
 STEP_ORDER = (CONFIG, STACK, HARDWARE)
 STEP_TEXT = {
-    CONFIG: "rerun with the settings of the run before ({names}): if the time comes back, the setting is the cause",
-    STACK: "pin the versions of the run before ({names}) and rerun; if the regression goes with the new version, "
-    "report it to the vendor with both profiles (diag bugreport)",
-    HARDWARE: "compare on the same device model ({names}): the runs ran on different hardware",
+    CONFIG: "before_after.step.config",
+    STACK: "before_after.step.stack",
+    HARDWARE: "before_after.step.hardware",
 }
 
 
@@ -83,13 +83,21 @@ def environment_changes(store: Store, run_a: int, run_b: int) -> list[dict[str, 
 def sentence(changes: list[dict[str, str]]) -> str:
     """'between these runs CANN changed 8.0.RC3 → 8.1.RC1 (stack) and HCCL_BUFFSIZE 200 → 400 (config)'."""
     if not changes:
-        return "no recorded version or setting differs: the change is in the code or the input"
+        return t("before_after.env.none")
     parts = [
-        f"{c['label']}{' changed' if i == 0 else ''} {c['before']} → {c['after']} ({c['kind']})"
+        t(
+            "before_after.env.first" if i == 0 else "before_after.env.next",
+            **c,
+            kind_text=t(f"before_after.kind.{c['kind']}"),
+        )
         for i, c in enumerate(changes)
     ]
-    listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
-    return f"between these runs {listed}"
+    listed = (
+        parts[0]
+        if len(parts) == 1
+        else t("before_after.env.list", head=t("before_after.env.sep").join(parts[:-1]), last=parts[-1])
+    )
+    return t("before_after.env.between", listed=listed)
 
 
 def owner_of(changes: list[dict[str, str]]) -> dict[str, Any]:
@@ -99,17 +107,15 @@ def owner_of(changes: list[dict[str, str]]) -> dict[str, Any]:
     if not kinds:
         return {
             "owner": CODE,
-            "owner_reason": "no recorded version or setting differs between the runs",
-            "owner_steps": [
-                {"owner": CODE, "step": "look at what changed in the model, serving code or input"}
-            ],
+            "owner_reason": t("before_after.owner_none"),
+            "owner_steps": [{"owner": CODE, "step": t("before_after.step.code")}],
         }
     steps = []
     for kind in kinds:
         names = ", ".join(
-            f"{c['label']} {'unset' if c['before'] == '—' else c['before']}"
+            f"{c['label']} {t('before_after.unset') if c['before'] == '—' else c['before']}"
             for c in changes
             if c["kind"] == kind
         )
-        steps.append({"owner": kind, "step": STEP_TEXT[kind].format(names=names)})
+        steps.append({"owner": kind, "step": t(STEP_TEXT[kind], names=names)})
     return {"owner": kinds[0], "owner_reason": sentence(changes), "owner_steps": steps}

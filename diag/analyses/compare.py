@@ -32,6 +32,7 @@ from diag.analyses.kernel_summary import (
     summary_class_totals,
 )
 from diag.analyses.stall_breakdown import BUCKET_LABELS, BUCKETS, Breakdown, breakdown
+from diag.i18n import t
 from diag.store import Store
 
 KERNELS_PER_STEP_TOLERANCE = 0.2  # beyond ±20% the two captures probably ran different work
@@ -156,11 +157,7 @@ def _n_steps(bd: Breakdown) -> int:
 
 
 def _summary_warning(side: str, run: dict[str, Any]) -> str:
-    return (
-        f"{side} (run {run['run_id']}) is an nsys stats kernel summary ({', '.join(SUMMARY_REPORTS)}): no steps, "
-        "no timeline. Its op classes compare by time per call (its per-step figures are its mean per call × the "
-        "other run's calls per step); idle, exposed communication and copies cannot be measured on it"
-    )
+    return t("compare.warn.summary", side=side, run=run["run_id"], reports=", ".join(SUMMARY_REPORTS))
 
 
 def _warnings(
@@ -168,10 +165,7 @@ def _warnings(
 ) -> list[str]:
     out = []
     if a["platform"] == b["platform"]:
-        out.append(
-            f"both runs are {a['platform']}: the comparison is meant for an Ascend run against a CUDA run; "
-            "read as before (A) and after (B) they are compared op by op beyond noise (diag compare, Before / after)"
-        )
+        out.append(t("compare.warn.same_platform", platform=a["platform"]))
     out += _vendor_warnings(a, b)
     summaries = [(side, r) for side, r in (("A", a), ("B", b)) if r["figures_source"] == KERNEL_SUMMARY]
     out += [_summary_warning(side, r) for side, r in summaries]
@@ -188,17 +182,13 @@ def _vendor_warnings(a: dict, b: dict) -> list[str]:
     if a["platform"] == b["platform"] or "rocm" not in (a["platform"], b["platform"]):
         return []
     side, run = ("B", b) if b["platform"] == "rocm" else ("A", a)
-    return [
-        f"different vendor: A is {VENDORS.get(a['platform'], a['platform'])}, B is "
-        f"{VENDORS.get(b['platform'], b['platform'])} — {side} (run {run['run_id']}) is a GPU baseline (ROCm), not "
-        "a CUDA one: AMD libraries (rocBLAS/hipBLASLt, RCCL) name and split kernels differently, so op-class "
-        "ratios compare vendors as well as runs"
-    ]
+    vendor_a, vendor_b = VENDORS.get(a["platform"], a["platform"]), VENDORS.get(b["platform"], b["platform"])
+    return [t("compare.warn.vendor", a=vendor_a, b=vendor_b, side=side, run=run["run_id"])]
 
 
 def _phase_warnings(ca: dict, cb: dict) -> list[str]:
     return [
-        f"{cls} appears in only one run: the captures may cover different phases"
+        t("compare.warn.phase", cls=cls)
         for cls in ("attention_prefill", "attention_decode")
         if (cls in ca) != (cls in cb)
     ]
@@ -209,15 +199,12 @@ def _step_warnings(
 ) -> list[str]:
     out = []
     if len(bd_a.steps) != len(bd_b.steps):
-        out.append(f"different step counts ({len(bd_a.steps)} vs {len(bd_b.steps)}): figures are per step")
+        out.append(t("compare.warn.step_counts", a=len(bd_a.steps), b=len(bd_b.steps)))
     if bd_a.step_source != bd_b.step_source:
-        out.append(f"steps found differently ({bd_a.step_source} vs {bd_b.step_source})")
+        out.append(t("compare.warn.step_source", a=bd_a.step_source, b=bd_b.step_source))
     ka, kb = counts_a.kernels_per_step, counts_b.kernels_per_step  # the one definition (diag.analyses.counts)
     if ka and kb and abs(ka - kb) / max(ka, kb) > KERNELS_PER_STEP_TOLERANCE:
-        out.append(
-            f"kernels per step differ ({ka:,.0f} vs {kb:,.0f}): different batch, model or fusion — "
-            "compare classes, not counts"
-        )
+        out.append(t("compare.warn.kernels_per_step", a=f"{ka:,.0f}", b=f"{kb:,.0f}"))
     return out
 
 

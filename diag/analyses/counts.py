@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from diag.analyses.stall_breakdown import Breakdown, breakdown
+from diag.i18n import t
 from diag.store import Store
 
 NOT_KERNELS = ("SYNC", "COMM_TASK", "MEMCPY")
@@ -63,11 +64,8 @@ class KernelCounts:
         """The data-quality note on duplicate rows, or None when there are none."""
         if not self.duplicates:
             return None
-        where = "; ".join(f"{d['rows']} in {d['table']} from {d['file']}" for d in self.duplicates)
-        return (
-            f"{self.duplicate_rows} duplicate kernel row(s) (same name and start as another row): {where}. "
-            "Each kernel is counted once in every figure."
-        )
+        where = t("counts.sep").join(t("counts.where", **d) for d in self.duplicates)
+        return t("counts.duplicates", n=self.duplicate_rows, where=where)
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "duplicate_rows": self.duplicate_rows, "note": self.note()}

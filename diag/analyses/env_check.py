@@ -25,10 +25,7 @@ from diag.i18n import t as tr
 from diag.store import Store
 
 RULES = Path(__file__).resolve().parent.parent / "rules"
-SUGGEST_INSTALL = (
-    "Install the versions named (owner: stack); the pairings are the published tables in "
-    "diag/rules/version_matrix.toml"
-)
+SUGGEST_INSTALL = "vm.suggest_install"  # the text key of a mismatch's suggestion (diag/i18n/*.rest.toml)
 # which source a component is judged by: the first that states it
 FROM_ORDER = ("profiler_info", "profiler metadata", "log")
 
@@ -250,7 +247,7 @@ def check_found(found: list[dict[str, str]]) -> list[dict[str, Any]]:
                 suggestion=f"Check which {LABELS.get(f['component'], f['component'])} the process loads (two "
                 "installs, or a set_env.sh of another version) and keep one",
             )
-        row.setdefault("suggestion", SUGGEST_INSTALL)
+        row.setdefault("suggestion", tr(SUGGEST_INSTALL))
         rows.append(row)
     return rows
 

@@ -14,6 +14,11 @@ from diag.i18n import t
 from diag.store import Store
 
 
+def _bucket_label(bucket: str) -> str:
+    """A bucket's label in the current language (the Ascend vs CUDA page's names; in English BUCKET_LABELS)."""
+    return t(f"page.compare.bucket.{bucket}")
+
+
 def device_story(
     store: Store, run: dict[str, Any]
 ) -> tuple[list[Finding], list[dict[str, Any]], Statement | None]:
@@ -42,7 +47,7 @@ def device_story(
             ms=f"{e2e / 1e6:,.3f}",
             kernels=f"{counts.device_kernels:,}",
             per_step=per_step,
-            shares=", ".join(f"{c['label']} {c['pct']:.1f}%" for c in top),
+            shares=", ".join(f"{_bucket_label(c['bucket'])} {c['pct']:.1f}%" for c in top),
             quality=t("pm.device.quality", note=counts.note()) if counts.note() else "",
         ),
         {

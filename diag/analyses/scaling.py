@@ -37,6 +37,7 @@ from diag.analyses import op_classes
 from diag.analyses.counts import KERNEL_FILTER, unique_tasks_sql
 from diag.analyses.ops import KERNELS, TASKS, figures_table, platform_of
 from diag.analyses.ops_shapes import varying_by_shape
+from diag.i18n import t as tr
 from diag.sql_text import FigureTable, OpClassPlatform, SqlFragment
 from diag.store import Store
 
@@ -250,26 +251,39 @@ def group_answer(g: dict[str, Any]) -> str:
     lo, hi = g["points"][0]["length"], g["points"][-1]["length"]
     span = f"{lo:,}–{hi:,} {g['unit']}" if lo != hi else f"{lo:,} {g['unit']}"
     short, long_ = g["ratio_short"], g["ratio_long"]
+    label, ratios = (
+        g["label"],
+        {
+            "short": f"{short:.2f}" if short is not None else "",
+            "long": f"{long_:.2f}" if long_ is not None else "",
+        },
+    )
     if g["departure_length"] is not None:
-        head = (f"{(long_ - 1) * 100:.0f}% slower than CUDA" if long_ >= 1
-                else f"Ascend/CUDA ratio rises by {(long_ / short - 1) * 100:.0f}%")  # fmt: skip
-        return (f"{g['label']} {head} from {g['departure_length']:,} {g['unit']} "
-                f"(ratio {short:.2f} → {long_:.2f})")  # fmt: skip
+        head = (tr("scaling.slower", pct=f"{(long_ - 1) * 100:.0f}") if long_ >= 1
+                else tr("scaling.ratio_rises", pct=f"{(long_ / short - 1) * 100:.0f}"))  # fmt: skip
+        return tr(
+            "scaling.departs",
+            label=label,
+            head=head,
+            length=f"{g['departure_length']:,}",
+            unit=g["unit"],
+            **ratios,
+        )
     if short is not None:
-        return f"{g['label']}: Ascend/CUDA {short:.2f} → {long_:.2f} over {span}, no departure"
+        return tr("scaling.no_departure", label=label, span=span, **ratios)
     if g["slope"]:
-        return f"{g['label']}: time ∝ length^{g['slope']['exponent']:.2f} over {span}"
-    return f"{g['label']}: {span} only, too few lengths for a slope"
+        return tr("scaling.slope", label=label, exponent=f"{g['slope']['exponent']:.2f}", span=span)
+    return tr("scaling.too_few", label=label, span=span)
 
 
 def answer(result: dict[str, Any]) -> str:
     """The answer line: the departures first; else the first group's sentence."""
     groups = result["groups"]
     if not groups:
-        return "no scaling curve: no attention or matmul shapes with a varying length in this run"
+        return tr("scaling.no_curve")
     departed = [group_answer(g) for g in groups if g["departure_length"] is not None]
     if departed:
-        return "; ".join(departed)
+        return tr("scaling.sep").join(departed)
     if result["baseline_run_id"] is not None:
-        return "no departure from the baseline at any length: " + group_answer(groups[0])
+        return tr("scaling.none_departs", first=group_answer(groups[0]))
     return group_answer(groups[0])

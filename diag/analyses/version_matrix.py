@@ -15,6 +15,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from diag.i18n import t
+
 MATRIX = Path(__file__).resolve().parent.parent / "rules" / "version_matrix.toml"
 LABELS = {"cann": "CANN", "torch_npu": "torch_npu", "torch": "PyTorch", "python": "Python", "vllm": "vLLM",
           "vllm_ascend": "vLLM-Ascend", "mindie": "MindIE", "driver": "Ascend HDK (driver)"}  # fmt: skip
@@ -72,7 +74,7 @@ def _pairs() -> list[tuple[str, str]]:
 
 def _join(items: list[str]) -> str:
     items = list(dict.fromkeys(items))
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + t("vm.or") + items[-1]
 
 
 def check_npu_cann(npu: str | None, cann: str | None) -> dict[str, Check]:
@@ -84,12 +86,12 @@ def check_npu_cann(npu: str | None, cann: str | None) -> dict[str, Check]:
         out["cann"] = (
             Check("supported", _join(cann_npu) and f"torch_npu {_join(cann_npu)}")
             if cann_npu
-            else Check("unknown", reason=f"CANN {cann} is in no published torch_npu pairing")
+            else Check("unknown", reason=t("vm.cann_unpaired", cann=cann))
         )
     if not npu:
         return out
     if not npu_cann:
-        out["torch_npu"] = Check("unknown", reason=f"torch_npu {npu} is in no published pairing")
+        out["torch_npu"] = Check("unknown", reason=t("vm.npu_unpaired", npu=npu))
         return out
     if not cann or not cann_npu or any(cann_family(c) == cann_family(cann) for c in npu_cann):
         out["torch_npu"] = Check("supported", f"CANN {_join(npu_cann)}")
@@ -97,12 +99,9 @@ def check_npu_cann(npu: str | None, cann: str | None) -> dict[str, Check]:
     same_torch = [n for n in cann_npu if base(n) == base(npu)]
     install = _join(same_torch or cann_npu)
     if same_torch:  # the same PyTorch has a build for this CANN: change torch_npu only
-        reason = f"CANN {cann} and torch_npu {npu} do not pair: install torch_npu {install} (or CANN {_join(npu_cann)})"
+        reason = t("vm.install_npu", cann=cann, npu=npu, install=install, other=_join(npu_cann))
     else:  # no build of this PyTorch for this CANN: changing CANN keeps the model's PyTorch
-        reason = (
-            f"CANN {cann} and torch_npu {npu} do not pair: install CANN {_join(npu_cann)} (CANN {cann} has no "
-            f"torch_npu for PyTorch {base(npu)}; its builds are torch_npu {install})"
-        )
+        reason = t("vm.install_cann", cann=cann, npu=npu, install=install, other=_join(npu_cann), torch=base(npu))
     out["torch_npu"] = Check("mismatched", f"CANN {_join(npu_cann)}", reason)
     out["cann"] = Check("mismatched", f"torch_npu {install}", reason)
     return out
@@ -116,20 +115,20 @@ def check_torch(torch: str | None, npu: str | None, python: str | None) -> dict[
             out["torch"] = Check(
                 "mismatched",
                 f"PyTorch {base(npu)}",
-                f"torch_npu {npu} is built for PyTorch {base(npu)}; this run has PyTorch {torch}",
+                t("vm.torch_mismatch", npu=npu, built=base(npu), torch=torch),
             )
         elif base(torch) in py_rows:
             out["torch"] = Check("supported", f"torch_npu {base(torch)}[.postN]")
         else:
-            out["torch"] = Check("unknown", reason=f"PyTorch {torch} is in no published torch_npu pairing")
+            out["torch"] = Check("unknown", reason=t("vm.torch_unpaired", torch=torch))
     if python:
         pys = py_rows.get(base(torch)) if torch else None
         if pys is None:
-            out["python"] = Check("unknown", reason="no PyTorch version to check Python against")
+            out["python"] = Check("unknown", reason=t("vm.no_torch"))
         elif base(python) in [base(p) for p in pys]:
             out["python"] = Check("supported", f"Python {_join(pys)}")
         else:
-            reason = f"PyTorch {torch} supports Python {_join(pys)}; this run has Python {python}"
+            reason = t("vm.python_mismatch", torch=torch, pys=_join(pys), python=python)
             out["python"] = Check("mismatched", f"Python {_join(pys)}", reason)
     return out
 
@@ -140,7 +139,7 @@ def check_vllm_ascend(found: dict[str, str]) -> dict[str, Check]:
         return {}
     row = next((r for r in matrix()["vllm_ascend"] if norm_plain(r["vllm_ascend"]) == norm_plain(va)), None)
     if row is None:
-        return {"vllm_ascend": Check("unknown", reason=f"vLLM-Ascend {va} is not in the release matrix")}
+        return {"vllm_ascend": Check("unknown", reason=t("vm.va_unknown", va=va))}
     wanted = f"vLLM {'/'.join(row['vllm'])}, torch_npu {row['torch_npu']}, CANN {row['cann']}"
     wrong = []
     if found.get("vllm") and norm_plain(found["vllm"]) not in [norm_plain(v) for v in row["vllm"]]:
@@ -151,7 +150,7 @@ def check_vllm_ascend(found: dict[str, str]) -> dict[str, Check]:
         wrong.append(f"CANN {found['cann']}")
     if not wrong:
         return {"vllm_ascend": Check("supported", wanted)}
-    reason = f"vLLM-Ascend {va} is released for {wanted}; this run has {', '.join(wrong)}"
+    reason = t("vm.va_mismatch", va=va, wanted=wanted, wrong=", ".join(wrong))
     out = {"vllm_ascend": Check("mismatched", wanted, reason)}
     if found.get("vllm") and f"vLLM {found['vllm']}" in wrong:
         out["vllm"] = Check("mismatched", f"vLLM {'/'.join(row['vllm'])}", reason)
@@ -165,12 +164,12 @@ def check_cann_pairs(found: dict[str, str]) -> dict[str, Check]:
         row = next((r for r in matrix()["mindie"] if r["mindie"].lower() == found["mindie"].lower()), None)
         if row is None or not cann:
             out["mindie"] = Check(
-                "unknown", reason=f"MindIE {found['mindie']}: no published CANN pairing to check"
+                "unknown", reason=t("vm.mindie_unknown", mindie=found["mindie"])
             )
         elif cann_family(row["cann"]) == cann_family(cann):
             out["mindie"] = Check("supported", f"CANN {row['cann']}")
         else:
-            reason = f"MindIE {found['mindie']} ships with CANN {row['cann']}; this run has CANN {cann}"
+            reason = t("vm.mindie_mismatch", mindie=found["mindie"], want=row["cann"], cann=cann)
             out["mindie"] = Check("mismatched", f"CANN {row['cann']}", reason)
     if found.get("driver") and cann:
         rows = [r for r in matrix()["driver"] if r["cann"] == cann] or [
@@ -179,11 +178,11 @@ def check_cann_pairs(found: dict[str, str]) -> dict[str, Check]:
         hdk = [h for r in rows for h in r["hdk"]]
         drv = found["driver"].upper()
         if not hdk:
-            out["driver"] = Check("unknown", reason=f"no published Ascend HDK pairing for CANN {cann}")
+            out["driver"] = Check("unknown", reason=t("vm.hdk_unknown", cann=cann))
         elif any(drv == h.upper() or drv.startswith(h.upper() + ".") for h in hdk):
             out["driver"] = Check("supported", f"Ascend HDK {_join(hdk)}")
         else:
-            reason = f"CANN {cann} is published with Ascend HDK {_join(hdk)}; this run has driver {found['driver']}"
+            reason = t("vm.hdk_mismatch", cann=cann, hdk=_join(hdk), driver=found["driver"])
             out["driver"] = Check("mismatched", f"Ascend HDK {_join(hdk)}", reason)
     return out
 
@@ -200,6 +199,6 @@ def check_versions(found: dict[str, str]) -> dict[str, Check]:
                 out[comp] = chk
     for comp in found:
         out.setdefault(
-            comp, Check("unknown", reason=f"{LABELS.get(comp, comp)}: no published pairing to check")
+            comp, Check("unknown", reason=t("vm.no_pairing", comp=LABELS.get(comp, comp)))
         )
     return out

@@ -8,13 +8,18 @@ apart in that output.
 
 from __future__ import annotations
 
+import csv
 import re
 from collections import Counter
 from collections.abc import Iterable
+from functools import cache
 from typing import Any
 
 from rich.markup import escape as markup_escape
 from rich.table import Table
+
+from diag.i18n import is_chinese
+from diag.store import RULES_DIR
 
 MISSING = "—"
 # C0 / C1 control characters but tab and newline: an escape sequence in a folder name would drive the terminal
@@ -116,9 +121,30 @@ def path_tails(paths: Iterable[str | None]) -> dict[str, str]:
     return shown
 
 
+@cache
+def _zh_headers() -> dict[str, str]:
+    with open(RULES_DIR / "cli_headers.csv", newline="", encoding="utf-8") as fh:
+        return {r["en"]: r["zh"] for r in csv.DictReader(line for line in fh if not line.startswith("#"))}
+
+
+_RUN_TITLE = re.compile(r"^run (\d+)\b")  # "run 3 · rank0/trace.json", "run 3: kernels by op"
+
+
+def header_text(text: str) -> str:
+    """A table's column header or title in the current language (diag/rules/cli_headers.csv; as written in
+    English, or where the file does not list it; a title's leading "run N" reads 运行 N)."""
+    if not is_chinese():
+        return text
+    return _zh_headers().get(text) or _RUN_TITLE.sub(r"运行 \1", text)
+
+
 def table(*headers: str, **options: Any) -> Table:
-    """A Rich table whose cells wrap (fold) instead of being cut with ``…``, so that no value is lost."""
+    """A Rich table whose cells wrap (fold) instead of being cut with ``…``, so that no value is lost; headers
+    and title in the current language (``header_text``)."""
+    for name in ("title", "caption"):
+        if isinstance(options.get(name), str):
+            options[name] = header_text(options[name])
     out = Table(**options)
     for header in headers:
-        out.add_column(header, overflow="fold")
+        out.add_column(header_text(header), overflow="fold")
     return out

@@ -10,6 +10,7 @@ from diag.analyses.serving import accept, compare_serving, load_thresholds
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
 from diag.commands._format import cell, escape, fmt_num, fmt_pct, table
 from diag.errors import DiagError
+from diag.i18n import t
 from diag.store import Store
 
 VERDICT = {"pass": "[green]pass[/]", "fail": "[red]FAIL[/]", "n/a": "[dim]n/a[/]"}
@@ -97,11 +98,16 @@ def _print(rows: list[dict[str, Any]], comparison: dict[str, Any] | None, path: 
     for r in rows:
         out.print(f"[bold]{r['serving_id']}[/] {cell(r['label'])}: {VERDICT[r['verdict']]}")
         if r.get("partial"):  # verdicts are on the figures the block holds
-            out.print(f"  [yellow]partial:[/] {escape(r['partial'])}", soft_wrap=True)
+            out.print(f"  [yellow]{t('cli_rest.accept.partial')}[/] {escape(r['partial'])}", soft_wrap=True)
         for c in r["checks"]:
-            margin = "" if c["margin"] is None else f", margin {fmt_num(c['margin'], c['unit'])}"
+            margin = (
+                ""
+                if c["margin"] is None
+                else t("cli_rest.accept.margin", margin=fmt_num(c["margin"], c["unit"]))
+            )
+            versus = t("cli_rest.accept.versus")
             out.print(
-                f"  {escape(str(c['figure'])):<16} {VERDICT_PADDED[c['verdict']]} {fmt_num(c['value'], c['unit'])} vs "
+                f"  {escape(str(c['figure'])):<16} {VERDICT_PADDED[c['verdict']]} {fmt_num(c['value'], c['unit'])}{versus}"
                 f"{fmt_num(c['threshold'] or None, c['unit'])}{margin}  {escape(c.get('detail') or '')}"
             )
     if comparison:

@@ -10,6 +10,7 @@ from diag.analyses.env_check import environment_check
 from diag.analyses.version_matrix import LABELS
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
 from diag.commands._format import cell, escape, table
+from diag.i18n import t
 from diag.store import Store
 
 RunOption = Annotated[int | None, typer.Option("--run", help="Run id (default: the database's only run).")]
@@ -45,8 +46,19 @@ def _status(text: str) -> str:
 
 
 def _versions_table(rows: list[dict[str, Any]], result: dict[str, Any]) -> Any:  # noqa: ANN401 - a rich Table
-    where = f"job {result['job_id']}" if result["job_id"] is not None else f"run {cell(result['run_id'])}"
-    tbl = table("component", "version", "from", "check", "pairs with", title=escape(f"versions · {where}"))
+    where = (
+        t("cli_rest.env.job", job=result["job_id"])
+        if result["job_id"] is not None
+        else t("cli_rest.env.run", run=cell(result["run_id"]))
+    )
+    tbl = table(
+        "component",
+        "version",
+        "from",
+        "check",
+        "pairs with",
+        title=escape(t("cli_rest.env.versions", where=where)),
+    )
     for r in rows:
         tbl.add_row(
             cell(LABELS.get(r["component"], r["component"])),

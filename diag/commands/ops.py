@@ -14,6 +14,7 @@ from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_
 from diag.commands._format import cell, escape, fmt_count, fmt_ms, fmt_num, fmt_pct, fmt_ratio, table
 from diag.commands.ops_util import print_util, with_utilization
 from diag.errors import DiagError
+from diag.i18n import t
 from diag.store import Store
 
 TOP_SHOWN = 25  # rows printed when --top is not given (--json prints every row then)
@@ -124,7 +125,7 @@ def _shapes(db: str, run: int | None, by: str, name: str, as_json: bool) -> None
                     _us(r["mean_ns"]), _us(r["min_ns"]), _us(r["max_ns"]), fmt_count(r["steps"]), cell(r["op_state"]))  # fmt: skip
     out.print(tbl)
     if not summary:
-        out.print("no tokens, sequence, KV length or batch dimension varies within a call site of this op")
+        out.print(t("cli_rest.ops.no_activity_dim"))
 
 
 def _us(ns: float | None) -> str:
@@ -142,7 +143,8 @@ def _print(run_id: int, by: str, baseline: int | None, rows: list[dict[str, Any]
     headers += ["core", "calls", "total ms", "mean µs", "min µs", "max µs", "share", "shapes", "dtypes"]
     if baseline is not None:
         headers += ["B calls", "B total ms", "A/B per step"]
-    title = f"run {run_id}: kernels by {by}" + (f", B = run {baseline} (its op class)" if baseline else "")
+    title = t("cli_rest.ops.title", run=run_id, by=t(f"cli_rest.ops.by_{by}"))
+    title += t("cli_rest.ops.baseline", run=baseline) if baseline else ""
     tbl = table(*headers, title=escape(title))
     for r in rows:
         cells = [cell(r["name"])] + ([] if by == "class" else [cell(r["op_class"])])
@@ -154,8 +156,8 @@ def _print(run_id: int, by: str, baseline: int | None, rows: list[dict[str, Any]
         tbl.add_row(*cells)
     out.print(tbl)
     if total_rows > len(rows):
-        out.print(f"{total_rows - len(rows)} more row(s): --top 0 shows every row")
-    out.print("share: of the run's summed kernel time (every row of the table; the rows sum to 100%)")
+        out.print(t("cli_rest.ops.more_rows", n=total_rows - len(rows)))
+    out.print(t("cli_rest.ops.share_note"))
 
 
 def register(app: typer.Typer) -> None:
