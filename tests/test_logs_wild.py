@@ -19,7 +19,15 @@ EXTRA_CATEGORIES = {"unclassified", "noise"}
 # Per index, so that a merged index of new excerpts does not move another's ratchet; add its own entry.
 # Round 4 (rules written against all of w1–w3, #16): raised to the figures measured after it. w4: its unseen
 # first measurement was 73 / 65 / 1 (held), unchanged by round 4; round 5 (rules from the w4 train half only) 92 / 69 / 1.
-HELD_RATCHET = {"w1": (1.00, 0.89, 0), "w2": (1.00, 0.91, 0), "w3": (1.00, 0.85, 0), "w4": (0.92, 0.69, 1)}
+# Round 6 (session 7; rules from w1–w3, w4 train, w5 train): w2 held 97, w3 held 89; w4 held unchanged. w5: gathered
+# unseen, first measured 87.8 / 70.7 / 2 over all 53 files, held half 88 / 70 / 0 before and after round 6.
+HELD_RATCHET = {
+    "w1": (1.00, 0.89, 0),
+    "w2": (1.00, 0.97, 0),
+    "w3": (1.00, 0.89, 0),
+    "w4": (0.92, 0.69, 1),
+    "w5": (0.88, 0.70, 0),
+}
 
 
 def _categories() -> set[str]:
