@@ -14,9 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from diag.analyses.finding import thresholds
+from diag.i18n import t
 from diag.store import RULES_DIR
 
 MEMORY_LOGS = RULES_DIR / "memory_logs.toml"
+# the figures an OOM message may state, as the unknown verdict names them (catalog keys, one per figure)
+_FIGURE_NAMES = {"requested": "memv.name.requested", "capacity": "memv.name.capacity",
+                 "reserved": "memv.name.reserved", "free": "memv.name.free"}  # fmt: skip
 GIB = 1 << 30
 MIB = 1 << 20
 
@@ -97,75 +101,71 @@ def oom_verdict(figures: dict[str, Any], kind: str = "other") -> tuple[str, str]
     f = OomFigures.of(figures)
     frag, outside = fragmentation_likely(f), outside_large(f)
     if frag and (not outside or f.held >= f.outside):  # type: ignore[operator]
-        return "fragmentation", (
-            f"Reserved {size(f.reserved)} vs allocated {size(f.allocated)}: {size(f.held)} "
-            f"({f.held / f.reserved:.1%} of reserved) is cached by the allocator but unused"  # type: ignore[operator]
-            + (f", more than the {size(f.requested)} request." if f.requested is not None else ".")
+        tail = (
+            t("memv.fragmentation_more", requested=size(f.requested))
+            if f.requested is not None
+            else t("memv.fragmentation_end")
         )
+        share = f"{f.held / f.reserved:.1%}"  # type: ignore[operator]
+        return "fragmentation", t(
+            "memv.fragmentation", reserved=size(f.reserved), allocated=size(f.allocated), held=size(f.held),
+            share=share, tail=tail,
+        )  # fmt: skip
     if outside:
-        return "other_process", (
-            f"{size(f.outside)} of the {size(f.capacity)} device is neither free ({size(f.free)}) nor reserved by "
-            f"this process's allocator ({size(f.reserved)}): another process, HCCL buffers or non-PyTorch "
-            "allocations hold it."
-        )
+        return "other_process", t(
+            "memv.other_process", outside=size(f.outside), capacity=size(f.capacity), free=size(f.free),
+            reserved=size(f.reserved),
+        )  # fmt: skip
     if f.requested is not None and f.free is not None and f.requested <= f.free:
-        return "unknown", (
-            f"The {size(f.requested)} request is smaller than the {size(f.free)} free: the figures do not explain "
-            "the failure (a per-process limit or another allocator may apply)."
-        )
+        return "unknown", t("memv.request_fits", requested=size(f.requested), free=size(f.free))
     if None not in (f.capacity, f.reserved, f.free, f.requested):
         return "out_of_memory", _full_reason(f)
     return "unknown", _unknown_reason(f)
 
 
 def _full_reason(f: OomFigures) -> str:
-    head = (
-        f"{size(f.reserved)} of {size(f.capacity)} reserved"
-        + (f" ({size(f.allocated)} allocated)" if f.allocated is not None else "")
-        + f", {size(f.free)} free"
-    )
+    allocated = t("memv.full_head_allocated", allocated=size(f.allocated)) if f.allocated is not None else ""
+    head = t("memv.full_head", reserved=size(f.reserved), capacity=size(f.capacity), allocated=allocated,
+             free=size(f.free))  # fmt: skip
     held = f.held
     if held is not None and held >= f.requested:  # type: ignore[operator]
-        return (
-            f"{head}: the device is full; the {size(held)} cached but unused ({held / f.reserved:.1%} of "  # type: ignore[operator]
-            f"reserved) is too small a share to call fragmentation for the {size(f.requested)} request."
+        share = f"{held / f.reserved:.1%}"  # type: ignore[operator]
+        return t(
+            "memv.full_small_cache", head=head, held=size(held), share=share, requested=size(f.requested)
         )
-    cached = f" plus the {size(held)} cached unused" if held is not None else ""
-    return f"{head}: the {size(f.requested)} request is larger than the free memory{cached}."
+    cached = t("memv.full_cached", held=size(held)) if held is not None else ""
+    return t("memv.full_larger", head=head, requested=size(f.requested), cached=cached)
 
 
 def _unknown_reason(f: OomFigures) -> str:
     names = {"requested": f.requested, "capacity": f.capacity, "reserved": f.reserved, "free": f.free}
     missing = [k for k, v in names.items() if v is None]
-    said = [f"{k} {size(v)}" for k, v in names.items() if v is not None]
-    head = f"The message states {', '.join(said)}" if said else "The message states no memory figure"
-    return f"{head}; {', '.join(missing)} not stated, so what holds the memory is not known."
+    sep = t("memv.list_sep")
+    said = [f"{t(_FIGURE_NAMES[k])} {size(v)}" for k, v in names.items() if v is not None]
+    head = t("memv.unknown_said", said=sep.join(said)) if said else t("memv.unknown_none")
+    return t("memv.unknown", head=head, missing=sep.join(t(_FIGURE_NAMES[k]) for k in missing))
 
 
 def _kv_event_verdict(figures: dict[str, Any]) -> tuple[str, str]:
     kv, needed = figures.get("kv_cache_bytes"), figures.get("kv_cache_needed_bytes")
     if kv is not None and needed is not None:
-        return "out_of_memory", (
-            f"vLLM's KV-cache budget ({size(kv)}) is smaller than one request of max_model_len "
-            f"{figures.get('max_model_len', '—')} needs ({size(needed)})."
-        )
+        return "out_of_memory", t(
+            "memv.kv_smaller_than_request", kv=size(kv), max_len=figures.get("max_model_len", "—"),
+            needed=size(needed),
+        )  # fmt: skip
     if kv is not None:
-        return "out_of_memory", (
-            f"vLLM's KV-cache budget is {size(kv)}: the weights and activation peak take all the memory "
-            "gpu_memory_utilization allows."
-        )
-    return "out_of_memory", "vLLM found no memory left for the KV-cache blocks under gpu_memory_utilization."
+        return "out_of_memory", t("memv.kv_budget_taken", kv=size(kv))
+    return "out_of_memory", t("memv.kv_no_room")
 
 
 def _startup_free_verdict(figures: dict[str, Any]) -> tuple[str, str]:
     free, cap, budget = figures.get("free_bytes"), figures.get("capacity_bytes"), figures.get("budget_bytes")
     if free is None or cap is None:
-        return "other_process", "Less device memory was free at start-up than gpu_memory_utilization asks."
-    asked = f"the {size(budget)} " if budget is not None else "what "
-    return "other_process", (
-        f"Only {size(free)} of {size(cap)} was free at start-up, less than {asked}gpu_memory_utilization asks: "
-        "another process (or an earlier engine) holds the device."
+        return "other_process", t("memv.startup_less")
+    asked = (
+        t("memv.startup_asked_budget", budget=size(budget)) if budget is not None else t("memv.startup_asked")
     )
+    return "other_process", t("memv.startup_only", free=size(free), capacity=size(cap), asked=asked)
 
 
 def kv_verdict(fig: dict[str, Any], no_room: bool = False) -> tuple[str | None, str]:
@@ -178,28 +178,31 @@ def kv_verdict(fig: dict[str, Any], no_room: bool = False) -> tuple[str | None, 
     )
     min_requests = float(memory_rules()["kv_cache"]["min_requests"])
     if kv is not None and kv < 0:
-        return "negative", (
-            f"The KV-cache budget is {size(kv)}: the weights"
-            + (f" ({size(fig['weights_bytes'])})" if fig.get("weights_bytes") is not None else "")
-            + " and activations already exceed what gpu_memory_utilization allows"
-            + (f" ({size(fig['budget_bytes'])})." if fig.get("budget_bytes") is not None else ".")
-        )
+        weights = fig.get("weights_bytes")
+        budget = fig.get("budget_bytes")
+        return "negative", t(
+            "memv.kv_negative", kv=size(kv),
+            weights=t("memv.kv_negative_weights", weights=size(weights)) if weights is not None else "",
+            budget=t("memv.kv_negative_budget", budget=size(budget)) if budget is not None else t("memv.kv_negative_end"),
+        )  # fmt: skip
     if no_room or blocks == 0:
-        return "negative", "vLLM found no memory left for the KV-cache blocks under gpu_memory_utilization."
+        return "negative", t("memv.kv_no_room")
     if needed is not None and kv is not None and needed > kv:
-        return "tiny", (
-            f"One request of max_model_len {max_len or '—'} needs {size(needed)} of KV cache; {size(kv)} is "
-            "available."
-        )
+        return "tiny", t("memv.kv_one_request", max_len=max_len or "—", needed=size(needed), kv=size(kv))
     if conc is not None and conc < min_requests:
-        return "tiny", f"The KV cache holds {conc:.2f}× one request of {max_len or '—'} tokens."
+        return "tiny", t("memv.kv_concurrency", conc=f"{conc:.2f}", max_len=max_len or "—")
     if tokens is not None and max_len and tokens < min_requests * max_len:
-        return "tiny", f"The KV cache holds {tokens:,} tokens, less than one request of {max_len:,} tokens."
+        return "tiny", t("memv.kv_tokens", tokens=f"{tokens:,}", max_len=f"{max_len:,}")
     if kv is None and tokens is None and conc is None:
-        return None, "The log states no KV-cache size to judge."
-    said = [size(kv) if kv is not None else "", f"{tokens:,} tokens" if tokens else ""]
-    said += [f"{conc:.2f}× max_model_len {max_len:,}" if conc is not None and max_len else ""]
-    checked = (
-        "" if max_len else "; the log states no max_model_len, so whether one request fits is not checked"
-    )
-    return "ok", "The KV cache holds " + ", ".join(s for s in said if s) + checked + "."
+        return None, t("memv.kv_none")
+    said = [
+        size(kv) if kv is not None else "",
+        t("memv.kv_tokens_said", tokens=f"{tokens:,}") if tokens else "",
+    ]
+    said += [
+        t("memv.kv_conc_said", conc=f"{conc:.2f}", max_len=f"{max_len:,}")
+        if conc is not None and max_len
+        else ""
+    ]
+    checked = "" if max_len else t("memv.kv_unchecked")
+    return "ok", t("memv.kv_ok", said=t("memv.list_sep").join(s for s in said if s), checked=checked)
