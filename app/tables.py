@@ -14,6 +14,7 @@ from collections.abc import Mapping
 import pandas as pd
 import streamlit as st
 
+from diag.commands._format import header_text
 from diag.i18n import t
 
 MISSING = "—"
@@ -112,6 +113,13 @@ def show_table(
         st.caption(t("table.no_rows"))
         return
     shown, as_text = for_display(df)
+    # Column headers in the language (diag/rules/cli_headers.csv, shared with the CLI's tables); a header the
+    # file does not list shows as written, and a translation that would clash with another column is not used.
+    names = {str(c): header_text(str(c)) for c in shown.columns}
+    if len(set(names.values())) == len(names):
+        shown = shown.rename(columns=names)
+        as_text = {names[c] for c in as_text}
+        helps = {names.get(k, k): v for k, v in (helps or {}).items()}
     st.dataframe(
         shown,
         hide_index=True,

@@ -27,7 +27,23 @@ _STORED_FORMS = [
     (re.compile(r"no run of the same platform with a known rank and an overlapping capture window"),
      "grouping.no_peer_run"),
     (re.compile(r"no peer: the overlapping captures (?P<why>.+)"), "grouping.no_peer"),
+    (re.compile(r"ambiguous: runs (?P<a>\d+) and (?P<b>\d+) are linked through others but (?P<why>.+)"),
+     "grouping.ambiguous_linked"),
+    (re.compile(r"ambiguous: (?P<n>\d+) overlapping (?P<platform>\w+) captures of rank (?P<rank>-?\d+) with "
+                r"compatible runs; which belong together the data cannot say"), "grouping.ambiguous_rank"),
     (re.compile(r"ambiguous: (?P<why>.+)"), "grouping.ambiguous"),
+]  # fmt: skip
+
+# Why two runs cannot be ranks of one job (diag.grouping.why_apart), the ``why`` inside the lines above.
+_APART_FORMS = [
+    (re.compile(r"rank unknown"), "grouping.apart.rank_unknown"),
+    (re.compile(r"different platforms"), "grouping.apart.platforms"),
+    (re.compile(r"both are rank (?P<rank>-?\d+)"), "grouping.apart.same_rank"),
+    (re.compile(r"different (?P<field>[a-z ]+) \((?P<a>.*) vs (?P<b>.*)\)"), "grouping.apart.field"),
+    (re.compile(r"rank (?P<rank>-?\d+) is outside world size (?P<world>\d+)"), "grouping.apart.world"),
+    (re.compile(r"HCCL group (?P<gid>.+) has different members"), "grouping.apart.group"),
+    (re.compile(r"no absolute capture time"), "grouping.apart.no_time"),
+    (re.compile(r"capture windows overlap (?P<pct>\d+)%"), "grouping.apart.overlap"),
 ]  # fmt: skip
 
 
@@ -50,6 +66,18 @@ def _shared_fields(rest: str) -> str:
     return rest
 
 
+def _apart(why: str) -> str:
+    """A why_apart reason in the language; a reason of no known form shows as stored."""
+    for pattern, key in _APART_FORMS:
+        if m := pattern.fullmatch(why):
+            found = m.groupdict()
+            if "field" in found:
+                name = found["field"].replace(" ", "_")
+                found["field"] = t(f"grouping.field.{name}") if name in _FIELD_NAMES else found["field"]
+            return t(key, **found)
+    return why
+
+
 def _stored_line(line: str) -> str:
     if not is_chinese():
         return line
@@ -58,6 +86,8 @@ def _stored_line(line: str) -> str:
             found = m.groupdict()
             if "rest" in found:
                 found["rest"] = _shared_fields(found["rest"])
+            if "why" in found:
+                found["why"] = _apart(found["why"])
             return t(key, **found)
     return line
 

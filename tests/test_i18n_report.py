@@ -69,7 +69,9 @@ def test_the_postmortem_in_chinese_outside_its_data_values(sample_db):
         pm.title
         == "故障复盘：设备空闲占 38.7% 的时间（0 个 ≥ 500 µs 的空闲间隔） —— 运行 1（h100_decode_tp1.pt.trace.json，cuda）"
     )
-    assert pm.summary == "最可能的根因（依据：设备证据）：设备空闲占 38.7% 的时间（0 个 ≥ 500 µs 的空闲间隔）。"
+    assert (
+        pm.summary == "最可能的根因（依据：设备证据）：设备空闲占 38.7% 的时间（0 个 ≥ 500 µs 的空闲间隔）。"
+    )
     assert pm.what_happened[0].text.startswith(
         "采集了 4 个迭代（profiler_step），设备耗时 8.391 ms，设备 kernel 204 个（每个迭代 51.0 个 kernel）；占比最大的部分："
     )

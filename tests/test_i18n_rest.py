@@ -75,6 +75,53 @@ def test_grouping_sentence_in_chinese_and_unchanged_in_english():
     ) == ("分组：单个运行，不是多 Rank 作业（没有绝对采集时间，无法与其他运行匹配）—— 无集群发现")
 
 
+# Every reason diag.grouping writes for a run left alone (its _alone / _clash / why_apart forms), as stored.
+WHY_ALONE = {
+    "no peer: the overlapping captures different world size (4 vs 2)":
+        "没有可配对的运行：重叠的采集 Rank 总数不同（4 与 2）",
+    "no peer: the overlapping captures both are rank 0": "没有可配对的运行：重叠的采集 两者都是 rank 0",
+    "no peer: the overlapping captures capture windows overlap 40%":
+        "没有可配对的运行：重叠的采集 采集时间窗口仅重叠 40%",
+    "no peer: the overlapping captures rank 1 is outside world size 1":
+        "没有可配对的运行：重叠的采集 rank 1 超出 Rank 总数 1",
+    "no peer: the overlapping captures HCCL group 10.0.0.1%enp_60000_0 has different members":
+        "没有可配对的运行：重叠的采集 HCCL 通信域 10.0.0.1%enp_60000_0 的成员不同",
+    "ambiguous: runs 3 and 7 are linked through others but different platforms":
+        "有歧义：运行 3 和 7 经由其他运行相连，但平台不同",
+    "ambiguous: 2 overlapping ascend captures of rank 0 with compatible runs; which belong together the data "
+    "cannot say": "有歧义：2 个相互重叠的 ascend 采集都是 rank 0，且都与其他运行兼容；哪些属于同一作业，数据无法判断",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("stored", sorted(WHY_ALONE))
+def test_why_a_run_is_alone_in_chinese_and_unchanged_in_english(stored: str):
+    from diag.grouping import describe_grouping
+
+    alone = {"multi_rank": False, "why_alone": stored}
+    assert (
+        describe_grouping(alone) == f"grouping: one run, no multi-rank job ({stored}) — no cluster findings"
+    )
+    set_language("zh")
+    assert describe_grouping(alone) == f"分组：单个运行，不是多 Rank 作业（{WHY_ALONE[stored]}）—— 无集群发现"
+
+
+def test_every_why_apart_reason_has_a_chinese_form():
+    """The reasons diag.grouping.why_apart returns, each read by a form of grouping_text (none left in English)."""
+    import inspect
+
+    from diag import grouping, grouping_text
+
+    returned = re.findall(r'return f?"([^"]+)"', inspect.getsource(grouping.why_apart))
+    assert len(returned) == 8
+    forms = [p for p, _ in grouping_text._APART_FORMS]
+    probe = {"{a.rank}": "0", "{y.rank}": "1", "{world}": "2", "{gid}": "g", "{100 * share:.0f}": "40",
+             "{key.replace('_', ' ')}": "world size", "{a.fields[key]}": "4", "{b.fields[key]}": "2"}  # fmt: skip
+    for reason in returned:
+        for k, v in probe.items():
+            reason = reason.replace(k, v)
+        assert any(p.fullmatch(reason) for p in forms), reason
+
+
 def test_compare_warning_and_before_after_answer_in_chinese():
     from diag.analyses import before_after_env as env
     from diag.analyses.before_after import answer

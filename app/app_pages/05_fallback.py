@@ -65,10 +65,7 @@ for i, o in enumerate(device):
             st.switch_page("app_pages/03_timeline.py")
 if host:
     st.subheader(t("page.fallback.inferred"))
-    st.caption(
-        "aten ops with a call of ≥ 1 ms on the host and no device time at all. No profiler flag marks "
-        "these: confirm with the torch_npu log line 'will fall back to run on the CPU'."
-    )
+    st.caption(t("page.fallback.inferred_caption"))
     show_table(
         pd.DataFrame(
             [

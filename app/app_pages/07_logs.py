@@ -16,6 +16,7 @@ from app.text import md_code, md_text
 from diag.analyses import log_diagnosis as diagnosis
 from diag.analyses import log_episodes
 from diag.analyses.evidence_view import MISSING, RunClock, log_blocks
+from diag.commands._format import header_text
 from diag.i18n import current_language, t
 
 SEVERITY = {
@@ -27,15 +28,15 @@ SEVERITY = {
 
 # sized so that a code (EZ9999, ERR00100, EI0002…) and the message are read whole, not clipped
 RECORD_COLUMNS = {
-    "time": st.column_config.TextColumn("time", width=175),
-    "level": st.column_config.TextColumn("level", width=65),
-    "code": st.column_config.TextColumn("code", width=85),
-    "category": st.column_config.TextColumn("category", width=125),
-    "message": st.column_config.TextColumn("message", width=620, help="the record's first line"),
-    "file": st.column_config.TextColumn("file", width=200),
-    "line": st.column_config.NumberColumn("line", width=60, format="%d"),
-    "module": st.column_config.TextColumn("module", width=90),
-    "rank": st.column_config.TextColumn("rank", width=50),
+    "time": st.column_config.TextColumn(width=175),
+    "level": st.column_config.TextColumn(width=65),
+    "code": st.column_config.TextColumn(width=85),
+    "category": st.column_config.TextColumn(width=125),
+    "message": st.column_config.TextColumn(width=620, help=t("page.logs.message_help")),
+    "file": st.column_config.TextColumn(width=200),
+    "line": st.column_config.NumberColumn(width=60, format="%d"),
+    "module": st.column_config.TextColumn(width=90),
+    "rank": st.column_config.TextColumn(width=50),
 }
 
 
@@ -170,10 +171,15 @@ if rows:
             "rank": [MISSING if r["rank"] is None else str(r["rank"]) for r in rows],
         }
     )
-    st.dataframe(table, hide_index=True, width="stretch", column_config=RECORD_COLUMNS)
+    st.dataframe(  # headers in the language (diag/rules/cli_headers.csv, as the other tables)
+        table.rename(columns=header_text),
+        hide_index=True,
+        width="stretch",
+        column_config={header_text(k): v for k, v in RECORD_COLUMNS.items()},
+    )
     st.caption(t("page.logs.records_caption"))
     pick = st.selectbox(
-        "Raw lines around",
+        t("page.logs.raw_lines_around"),
         range(len(rows)),
         format_func=lambda i: (
             f"{rows[i]['source'].rsplit('/', 1)[-1]}:{rows[i]['line_no']} — "

@@ -10,7 +10,12 @@ from app.tables import show_table
 from app.text import md_text
 from diag.i18n import t
 
-BADGE = {"pass": ":green-badge[pass]", "fail": ":red-badge[fail]", "n/a": ":gray-badge[n/a]"}
+BADGE = {"pass": ":green-badge[{}]", "fail": ":red-badge[{}]", "n/a": ":gray-badge[{}]"}
+
+
+def verdict_text(verdict: str) -> str:
+    """pass / fail / n/a in the language (the stored verdict stays the English word, as --json gives it)."""
+    return t(f"page.serving.verdict_{verdict.replace('/', '')}")
 
 
 def _summary(rows: list[dict]) -> pd.DataFrame:
@@ -29,7 +34,7 @@ def _summary(rows: list[dict]) -> pd.DataFrame:
                 "TTFT p99 ms": r["ttft_p99_ms"],
                 "TPOT p99 ms": r["tpot_p99_ms"],
                 "out tok/s": r["output_throughput_tps"],
-                "verdict": r["verdict"],
+                "verdict": verdict_text(r["verdict"]),
             }
             for r in rows
         ]
@@ -45,7 +50,7 @@ def _checks(row: dict) -> pd.DataFrame:
                 "value": widgets.rounded(c["value"]),
                 "limit": widgets.rounded(c["threshold"]),
                 "unit": c["unit"],
-                "verdict": c["verdict"],
+                "verdict": verdict_text(c["verdict"]),
                 "margin": widgets.rounded(c["margin"]),
                 "margin %": widgets.rounded(c["margin_pct"], 1),
                 "basis": c.get("detail"),
@@ -63,19 +68,29 @@ if not rows:
     st.stop()
 st.caption(t("page.serving.caption"))
 m = st.columns(3)
-m[0].metric("serving runs", len(rows))
-m[1].metric("pass", sum(r["verdict"] == "pass" for r in rows))
-m[2].metric("fail", sum(r["verdict"] == "fail" for r in rows))
+m[0].metric(t("page.serving.runs"), len(rows))
+m[1].metric(verdict_text("pass"), sum(r["verdict"] == "pass" for r in rows))
+m[2].metric(verdict_text("fail"), sum(r["verdict"] == "fail" for r in rows))
 show_table(_summary(rows))
 for r in rows:
     with st.expander(
-        f"{r['serving_id']} · {widgets.md(r['label'])} — {r['verdict']}", expanded=r["verdict"] == "fail"
+        f"{r['serving_id']} · {widgets.md(r['label'])} — {verdict_text(r['verdict'])}",
+        expanded=r["verdict"] == "fail",
     ):
         st.markdown(
-            f"{BADGE[r['verdict']]} {widgets.md(r['tool'])} · {widgets.md(r['platform'] or 'platform ?')} · "
-            f"{widgets.md(r['hardware'] or 'hardware ?')}"
-            + (f" (from the {widgets.md(r['hardware_from'])})" if r["hardware_from"] else "")
-            + (f" · profile run(s) {', '.join(map(str, r['linked_runs']))}" if r["linked_runs"] else "")
+            f"{BADGE[r['verdict']].format(verdict_text(r['verdict']))} {widgets.md(r['tool'])} · "
+            f"{widgets.md(r['platform'] or t('page.serving.platform_unknown'))} · "
+            f"{widgets.md(r['hardware'] or t('page.serving.hardware_unknown'))}"
+            + (
+                t("page.serving.hardware_from", source=widgets.md(r["hardware_from"]))
+                if r["hardware_from"]
+                else ""
+            )
+            + (
+                t("page.serving.profile_runs", runs=", ".join(map(str, r["linked_runs"])))
+                if r["linked_runs"]
+                else ""
+            )
         )
         show_table(_checks(r))
 
@@ -89,10 +104,14 @@ ascend = [r["serving_id"] for r in rows if r["platform"] == "ascend"]
 cuda = [r["serving_id"] for r in rows if r["platform"] == "cuda"]
 c1, c2 = st.columns(2)
 a = c1.selectbox(
-    "A (under study)", ids, index=ids.index(ascend[0]) if ascend else 0, format_func=names.get, key="srv_a"
+    t("page.serving.pick_a"),
+    ids,
+    index=ids.index(ascend[0]) if ascend else 0,
+    format_func=names.get,
+    key="srv_a",
 )
 b = c2.selectbox(
-    "B (baseline)", ids, index=ids.index(cuda[0]) if cuda else 1, format_func=names.get, key="srv_b"
+    t("page.serving.pick_b"), ids, index=ids.index(cuda[0]) if cuda else 1, format_func=names.get, key="srv_b"
 )
 if a == b:
     st.warning(t("page.serving.pick_two"))

@@ -89,7 +89,7 @@ def run_summary(root: str, run_id: int) -> dict[str, Any]:
         return out
 
 
-def reduce_summaries(root: str | Path, job_id: int, summaries: list[dict[str, Any]]) -> c.ClusterView:
+def reduce_summaries(root: Path, job_id: int, summaries: list[dict[str, Any]]) -> c.ClusterView:
     """On the driver: the job's cluster view from its runs' summaries (see the module doc)."""
     con = duckdb.connect()
     try:
@@ -158,7 +158,7 @@ def cluster_view_on_ray(root: str | Path, job_id: int) -> c.ClusterView:
         ]
     summarise = ray.remote(run_summary)
     lake = str(Path(root).resolve())
-    return reduce_summaries(root, job_id, ray.get([summarise.remote(lake, r) for r in run_ids]))
+    return reduce_summaries(Path(root), job_id, ray.get([summarise.remote(lake, r) for r in run_ids]))
 
 
 def _run_findings(root: str, run_id: int) -> list[Any]:

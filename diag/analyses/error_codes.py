@@ -61,7 +61,14 @@ def _hand_written_codes() -> frozenset[str]:
     return frozenset(_read(ERROR_CODES))
 
 
-_CATALOG_PREFIX = {"HCCL": "hccl", "CUDA": "cuda", "NCCL": "nccl", "CUBLAS": "cublas", "CUDNN": "cudnn", "DCMI": "dcmi"}
+_CATALOG_PREFIX = {
+    "HCCL": "hccl",
+    "CUDA": "cuda",
+    "NCCL": "nccl",
+    "CUBLAS": "cublas",
+    "CUDNN": "cudnn",
+    "DCMI": "dcmi",
+}
 
 
 def catalog_of(code: str) -> str:

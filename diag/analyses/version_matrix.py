@@ -101,7 +101,9 @@ def check_npu_cann(npu: str | None, cann: str | None) -> dict[str, Check]:
     if same_torch:  # the same PyTorch has a build for this CANN: change torch_npu only
         reason = t("vm.install_npu", cann=cann, npu=npu, install=install, other=_join(npu_cann))
     else:  # no build of this PyTorch for this CANN: changing CANN keeps the model's PyTorch
-        reason = t("vm.install_cann", cann=cann, npu=npu, install=install, other=_join(npu_cann), torch=base(npu))
+        reason = t(
+            "vm.install_cann", cann=cann, npu=npu, install=install, other=_join(npu_cann), torch=base(npu)
+        )
     out["torch_npu"] = Check("mismatched", f"CANN {_join(npu_cann)}", reason)
     out["cann"] = Check("mismatched", f"torch_npu {install}", reason)
     return out
@@ -163,9 +165,7 @@ def check_cann_pairs(found: dict[str, str]) -> dict[str, Check]:
     if found.get("mindie"):
         row = next((r for r in matrix()["mindie"] if r["mindie"].lower() == found["mindie"].lower()), None)
         if row is None or not cann:
-            out["mindie"] = Check(
-                "unknown", reason=t("vm.mindie_unknown", mindie=found["mindie"])
-            )
+            out["mindie"] = Check("unknown", reason=t("vm.mindie_unknown", mindie=found["mindie"]))
         elif cann_family(row["cann"]) == cann_family(cann):
             out["mindie"] = Check("supported", f"CANN {row['cann']}")
         else:
@@ -198,7 +198,5 @@ def check_versions(found: dict[str, str]) -> dict[str, Check]:
             if out.get(comp) is None or out[comp].status != "mismatched":
                 out[comp] = chk
     for comp in found:
-        out.setdefault(
-            comp, Check("unknown", reason=t("vm.no_pairing", comp=LABELS.get(comp, comp)))
-        )
+        out.setdefault(comp, Check("unknown", reason=t("vm.no_pairing", comp=LABELS.get(comp, comp))))
     return out
