@@ -24,6 +24,10 @@ from pathlib import Path
 from diag import archives
 from diag.errors import DiagError
 
+# The largest file an ingest reads (bytes; $DIAG_MAX_FILE_BYTES); here, not in diag.ingest, so that the CLI can
+# show it as an option default without importing the parsers.
+DEFAULT_MAX_FILE_BYTES = int(os.environ.get("DIAG_MAX_FILE_BYTES", str(8 << 30)))
+
 _RUN_DIR = re.compile(r".*_ascend_(pt|ms)$")
 _PROF_DIR = re.compile(r"^PROF_\d+_\d+_[0-9a-zA-Z]+$")  # msprof's collection folder
 _PROFILER_INFO = re.compile(r"^profiler_info(_\d+)?\.json$")

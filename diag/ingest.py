@@ -10,7 +10,6 @@ nothing and alters nothing stored before.  Files that make runs are stored befor
 from __future__ import annotations
 
 import contextlib
-import os
 import random
 import re
 import threading
@@ -23,7 +22,13 @@ from pathlib import Path
 import duckdb
 
 from diag import archives, scratch
-from diag.discover import Candidate, Discoverer, run_key_of, sha256_of
+from diag.discover import (
+    DEFAULT_MAX_FILE_BYTES,  # noqa: F401 (re-exported: the CLI reads it without importing the parsers)
+    Candidate,
+    Discoverer,
+    run_key_of,
+    sha256_of,
+)
 from diag.errors import BadInputError, FileTooLargeError, UnsupportedFormatError
 from diag.grouping import regroup
 from diag.identity import Identity, Plan, find_run, plan, run_of
@@ -33,7 +38,6 @@ from parsers._io import RetryLenient, one_line
 
 _CONFLICT_RETRIES = 5
 _RETRYABLE = re.compile(r"(?i)conflict|constraint violation|duplicate key")
-DEFAULT_MAX_FILE_BYTES = int(os.environ.get("DIAG_MAX_FILE_BYTES", str(8 << 30)))
 # Names the exporters give their outputs: such a file that no parser recognises is an error, not a skip.
 _EXPORT_NAMES = re.compile(
     r"^(trace_view|communication|communication_matrix|profiler_metadata|profiler_info(_\d+)?)\.json$|"

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import pyarrow as pa
 
 from diag.analyses import cluster as c
 from diag.analyses.cluster_findings import ClusterFinding, link_findings, open_next, pp_stage, rank_findings
@@ -91,6 +90,8 @@ def run_summary(root: str, run_id: int) -> dict[str, Any]:
 
 def reduce_summaries(root: Path, job_id: int, summaries: list[dict[str, Any]]) -> c.ClusterView:
     """On the driver: the job's cluster view from its runs' summaries (see the module doc)."""
+    import pyarrow as pa  # here: every `diag` start imports this module (lake_of_engine), few reduce
+
     con = duckdb.connect()
     try:
         q(con, f"ATTACH {sql_literal(catalog_path(root).as_posix())} AS cat (READ_ONLY)")

@@ -9,10 +9,12 @@ the events themselves back.
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from diag.store import Store
+
+if TYPE_CHECKING:  # tables come from DuckDB's .arrow(); importing pyarrow here would slow every CLI start
+    import pyarrow as pa
 
 DEFAULT_MAX_MARKS = 8000
 LANE_GROUPS = ("Device", "HCCL", "Overlap Analysis", "Host")

@@ -12,7 +12,6 @@ from typing import Annotated
 import typer
 
 from diag.commands._common import DEFAULT, DbOption, LakeOption, console, lake_catalog
-from diag.ingest import Ingestor
 from diag.store import Store
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -58,6 +57,8 @@ def ensure_samples(db: str) -> int:
     with Store(db) as store:
         if store.con.execute("SELECT count(*) FROM runs").fetchall()[0][0]:
             return 0
+        from diag.ingest import Ingestor  # the parsers only when the samples are ingested
+
         ingestor = Ingestor(store)
         try:
             first = [p for p in FIRST_SAMPLES if p.is_dir()]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.progress import (
@@ -18,7 +18,7 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from diag import engine_ray, i18n
+from diag import i18n
 from diag.commands._common import (
     DEFAULT,
     DbOption,
@@ -29,12 +29,14 @@ from diag.commands._common import (
     refuse_db_with_lake,
 )
 from diag.commands._format import MISSING, escape, fmt_count
-from diag.discover import Candidate
+from diag.discover import DEFAULT_MAX_FILE_BYTES, Candidate
 from diag.grouping import regroup
-from diag.ingest import DEFAULT_MAX_FILE_BYTES, FileOutcome, Ingestor, IngestSummary
 from diag.lake import LakeWriter
 from diag.lake_grouping import lake_wide_spans
 from diag.store import Store
+
+if TYPE_CHECKING:  # the parsers (polars, pyarrow) are imported only by a command that ingests
+    from diag.ingest import FileOutcome, IngestSummary
 
 SKIPPED_SHOWN = 10  # skipped files named per reason in the normal output; the rest are counted
 _STYLE = {"ok": "green", "partial": "yellow", "failed": "red", "unchanged": "dim", "skipped": "dim"}
@@ -167,6 +169,9 @@ def ingest(
     err = console(stderr=True)
     out = console()
     refuse_db_with_lake(db, lake)  # --lake: write into the lake folder (created) instead of a DuckDB file
+    from diag import engine_ray
+    from diag.ingest import Ingestor
+
     on_ray = engine_ray.check_engine(engine, lake, address)  # #23: a usage error before anything is written
     writer = LakeWriter(lake) if lake else None
     store = writer.store if writer else Store(db)
