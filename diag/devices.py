@@ -21,14 +21,16 @@ from typing import Any
 
 import duckdb
 
+from diag.i18n import t
+
 DEVICES_PATH = Path(__file__).parent / "rules" / "devices.toml"
 GIB = 1 << 30
 
 # Which file of a run wrote runs.device_name, by the parser that stored it (first found wins).
-_NAME_SOURCES = (
-    ("ascend_profiler_db", "the profiler database's NPU_INFO"),
-    ("kineto_trace", "the PyTorch profiler trace's deviceProperties"),
-    ("nsys_sqlite", "the Nsight Systems report's TARGET_INFO_GPU"),
+_NAME_SOURCES = (  # parser → the text key (device_source.*) naming where it records the device
+    ("ascend_profiler_db", "npu_info"),
+    ("kineto_trace", "kineto"),
+    ("nsys_sqlite", "nsys"),
 )
 
 
@@ -200,14 +202,15 @@ def device_for_run(con: Any, run_id: int) -> tuple[Device | None, str]:
     row = cur.execute("SELECT device_name FROM runs WHERE run_id = ?", [run_id]).fetchone()
     name = row[0] if row else None
     if not name:
-        return None, "not recorded"
+        return None, t("device_source.not_recorded")
     parsers = {
         p for (p,) in cur.execute("SELECT DISTINCT parser FROM files WHERE run_id = ?", [run_id]).fetchall()
     }
-    where = next((text for parser, text in _NAME_SOURCES if parser in parsers), "the run's profile")
+    key = next((key for parser, key in _NAME_SOURCES if parser in parsers), "profile")
+    where = t(f"device_source.{key}")
     dev = match_device(name)
     if dev is None:
-        return None, f"device name '{name}' in {where}, not in the device table"
-    return dev, f"device name '{name}' in {where}" + (
-        ", which does not say the variant" if dev.members else ""
+        return None, t("device_source.not_in_table", name=name, where=where)
+    return dev, t("device_source.named", name=name, where=where) + (
+        t("device_source.no_variant") if dev.members else ""
     )

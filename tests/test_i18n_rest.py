@@ -268,3 +268,16 @@ def test_stall_chart_legend_in_chinese(cuda_db, monkeypatch):
     assert "空闲（设备上无任务）" in names and "AI CPU（回退）" in names
     assert spec["layout"]["yaxis"]["title"]["text"] == "设备耗时（ms）"
     assert [m.label for m in at.metric][-3:] == ["设备 kernel 数", "算子类型数", "每迭代 kernel 数"]
+
+
+def test_where_the_peaks_come_from_in_chinese():
+    """The Ops page's peak line: no English sentence of diag's in it on a Chinese page (device names stay)."""
+    from diag.analyses.op_util import _peak_from
+    from diag.devices import device
+
+    dev = device("ascend-910b3")
+    assert _peak_from(None, "not recorded", "bf16")[2] == "device not known (not recorded)"
+    set_language("zh")
+    assert _peak_from(None, "未记录", "bf16")[2] == "设备未知（未记录）"
+    text = _peak_from(dev, "", "bf16", "vector")[2]
+    assert text.startswith(f"{dev.name} (ascend-910b3)，Vector bf16 ") and "TFLOPS，HBM " in text

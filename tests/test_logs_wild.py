@@ -27,7 +27,11 @@ HELD_RATCHET = {
     "w3": (1.00, 0.89, 0),
     "w4": (0.92, 0.69, 1),
     "w5": (0.88, 0.70, 0),
-    "w6": (0.82, 0.82, 1),  # the unseen measurement of batch w6 (session 8), before any rule was written on it
+    "w6": (
+        0.82,
+        0.82,
+        1,
+    ),  # the unseen measurement of batch w6 (session 8), before any rule was written on it
 }
 
 

@@ -44,6 +44,7 @@ from diag.analyses.counts import OP_TYPE_SQL
 from diag.analyses.finding import thresholds
 from diag.analyses.op_util_cuda import cuda_kernel_rows_sql, has_cuda_kernels_only
 from diag.devices import Device, device_for_run, dtype_key
+from diag.i18n import t
 from diag.sql_text import SqlFragment
 from diag.store import Store
 
@@ -227,15 +228,15 @@ def _peak_from(
 ) -> tuple[float | None, float | None, str]:
     """(peak TFLOPS of the unit, HBM GB/s, what a reader is told about where they come from)."""
     if dev is None:
-        return None, None, f"device not known ({where})"
+        return None, None, t("op_util.peak.unknown_device", where=where)
     peak = dev.vector_peak_tflops(dtype) if unit == "vector" else dev.peak_tflops(dtype)
     hbm = dev.hbm_gbps
     key = dtype_key(dtype) or dtype or "—"
-    what = f"vector {key}" if unit == "vector" else key
+    what = t("op_util.peak.vector", dtype=key) if unit == "vector" else key
     parts = [f"{dev.name} ({dev.key})"]
-    parts.append(f"{what} {peak:g} TFLOPS" if peak else f"no {what} peak in the device table")
-    parts.append(f"HBM {hbm:g} GB/s" if hbm else "no HBM bandwidth in the device table")
-    return peak, hbm, ", ".join(parts)
+    parts.append(f"{what} {peak:g} TFLOPS" if peak else t("op_util.peak.no_peak", what=what))
+    parts.append(f"HBM {hbm:g} GB/s" if hbm else t("op_util.peak.no_hbm"))
+    return peak, hbm, t("op_util.peak.sep").join(parts)
 
 
 def _bound(
