@@ -267,8 +267,12 @@ class _ProcessFilters:
     def __init__(self, procs: list[tuple]) -> None:
         def pids(names: tuple[str, ...] | None) -> str:
             """``pid`` is one of the processes called ``names`` (None: of any name)."""
-            chosen = [p for p, n in procs if p is not None and n is not None and (names is None or n in names)]
-            return f"coalesce(pid IN ({', '.join(str(int(p)) for p in chosen)}), false)" if chosen else "false"
+            chosen = [
+                p for p, n in procs if p is not None and n is not None and (names is None or n in names)
+            ]
+            return (
+                f"coalesce(pid IN ({', '.join(str(int(p)) for p in chosen)}), false)" if chosen else "false"
+            )
 
         self.device = f"({pids(DEVICE_PROCESSES)} OR (NOT {pids(None)} AND task_type IS NOT NULL))"
         self.comm = pids(COMM_PROCESSES)
