@@ -1,9 +1,10 @@
 """torch_npu ``trace_view.json`` and msprof ``msprof_*.json``: a bare JSON array of Chrome-trace events.
 
 One pass of DuckDB's ``read_json`` projects the fields used — ``args`` as a struct of the named keys only,
-so the free-text values that are not needed are never built — into a temporary table; processes are then
-resolved by their ``process_name`` metadata (never by pid: the pid scheme changed between versions) and the
-events are split into device tasks, host ops, flows, Overlap Analysis slices, steps and counters.
+so the free-text values that are not needed are never built — and converts them into the typed columns of a
+temporary table; processes are then resolved by their ``process_name`` metadata (never by a pid scheme: it
+changed between versions), as pid lists, and the events are split into device tasks, host ops, flows,
+Overlap Analysis slices, steps and counters.
 """
 
 from __future__ import annotations
