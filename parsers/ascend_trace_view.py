@@ -1,9 +1,10 @@
 """torch_npu ``trace_view.json`` and msprof ``msprof_*.json``: a bare JSON array of Chrome-trace events.
 
 One pass of DuckDB's ``read_json`` projects the fields used — ``args`` as a struct of the named keys only,
-so the free-text values that are not needed are never built — into a temporary table; processes are then
-resolved by their ``process_name`` metadata (never by pid: the pid scheme changed between versions) and the
-events are split into device tasks, host ops, flows, Overlap Analysis slices, steps and counters.
+so the free-text values that are not needed are never built — and converts them into the typed columns of a
+temporary table; processes are then resolved by their ``process_name`` metadata (never by a pid scheme: it
+changed between versions), as pid lists, and the events are split into device tasks, host ops, flows,
+Overlap Analysis slices, steps and counters.
 """
 
 from __future__ import annotations
@@ -120,7 +121,6 @@ class AscendTraceViewParser:
                 src_path.unlink(missing_ok=True)
             # After a failed statement the transaction is aborted and takes these with it: never mask the error.
             with contextlib.suppress(duckdb.Error):
-                q(con, "DROP VIEW IF EXISTS _x")
                 for t in ("_tv", "_procs", "_threads"):
                     q(con, f"DROP TABLE IF EXISTS {t}")
         return result
@@ -133,11 +133,13 @@ class AscendTraceViewParser:
             path, threads, ctx.tmpdir
         )  # one part per thread: DuckDB reads one file per thread
         try:
+            # every args value converted here, on the parallel read, into the typed column its table takes:
+            # the temporary table holds no struct of texts, and the inserts below only pick columns
             q(
                 con,
                 f"""CREATE TEMP TABLE _tv AS
                 SELECT ph, name, cat, TRY_CAST(pid AS BIGINT) AS pid, TRY_CAST(tid AS BIGINT) AS tid,
-                       {_ts("ts", exact)} AS ts_ns, {_dur("dur")} AS dur_ns, id, args AS a
+                       {_ts("ts", exact)} AS ts_ns, {_dur("dur")} AS dur_ns, id, {_ARG_COLUMNS}
                 FROM {read_json_sql(parts, exact)}""",
             )
         except duckdb.Error as exc:
@@ -146,19 +148,10 @@ class AscendTraceViewParser:
             if parts != [path]:
                 remove_parts(parts)
         add_partial(result, drop_untimed_events(con, "_tv", ctx.display))
-        q(con, "CREATE TEMP TABLE _procs AS SELECT pid, any_value(a.name) AS process FROM _tv "
+        q(con, "CREATE TEMP TABLE _procs AS SELECT pid, any_value(meta_name) AS process FROM _tv "
                "WHERE ph = 'M' AND name = 'process_name' GROUP BY pid")  # fmt: skip
-        q(con, "CREATE TEMP TABLE _threads AS SELECT pid, tid, any_value(a.name) AS thread FROM _tv "
+        q(con, "CREATE TEMP TABLE _threads AS SELECT pid, tid, any_value(meta_name) AS thread FROM _tv "
                "WHERE ph = 'M' AND name = 'thread_name' GROUP BY pid, tid")  # fmt: skip
-        # Complete events with their process and thread; a trace cut before its metadata events still has
-        # its device tasks recognisable: they carry a Task Type.
-        q(
-            con,
-            """CREATE TEMP VIEW _x AS
-            SELECT e.*, coalesce(p.process, CASE WHEN e.a."Task Type" IS NOT NULL THEN 'Ascend Hardware' END)
-                        AS process, t.thread
-            FROM _tv e LEFT JOIN _procs p USING (pid) LEFT JOIN _threads t USING (pid, tid) WHERE e.ph = 'X'""",
-        )
         run, file = ctx.run_id, ctx.file_id
         # Newer torch_npu packs device-side pids as (host_pid << 10) | (sort_index << 5) | device_id.
         # Only trusted when the high bits are the host (Python) pid: older traces used other schemes.
@@ -179,22 +172,21 @@ class AscendTraceViewParser:
         if replaced:
             q(con, "UPDATE files SET rows = rows - ? WHERE file_id = ?", [len(replaced), replaced[0][0]])
             result.removed["device_tasks"] = len(replaced)
-        device = ", ".join(f"'{p}'" for p in DEVICE_PROCESSES)
-        comm = ", ".join(f"'{p}'" for p in COMM_PROCESSES)
+        kinds = _ProcessFilters(q(con, "SELECT pid, process FROM _procs"))
 
         def insert(table: str, sql: str) -> None:
             result.add(table, q(con, sql)[0][0])
 
+        # Each insert selects its events by a pid list (from the process_name metadata) on _tv itself, so the
+        # filter runs in the scan and the process / thread names are joined to the selected rows only.
         insert(
             "device_tasks",
             f"""INSERT INTO device_tasks (run_id, file_id, source, stream, stream_id, task_kind,
                 task_type, name, start_ns, dur_ns, hw_task_id, connection_id, memcpy_bytes, memcpy_direction)
-            SELECT {run}, {file}, 'trace_view', coalesce(thread, 'Stream ' || tid),
-                   TRY_CAST(coalesce(a."Physic Stream Id", a."Stream Id") AS BIGINT), {task_kind('a."Task Type"')},
-                   a."Task Type", name, ts_ns, dur_ns, TRY_CAST(a."Task Id" AS BIGINT),
-                   TRY_CAST(a.connection_id AS BIGINT), TRY_CAST(coalesce(a."data size(Byte)", a."size(B)") AS BIGINT),
-                   coalesce(a."memcpy direction", a.operation)
-            FROM _x WHERE process IN ({device})""",
+            SELECT {run}, {file}, 'trace_view', coalesce(thread, 'Stream ' || tid), stream_id,
+                   {task_kind("task_type")}, task_type, name, ts_ns, dur_ns, hw_task_id, connection_id,
+                   task_bytes, memcpy_direction
+            FROM {_complete(kinds.device)}""",
         )
         # HCCL: 'Group … Communication' threads carry the collective ops, 'Plane n' threads their small tasks.
         insert(
@@ -204,13 +196,13 @@ class AscendTraceViewParser:
             SELECT {run}, {file}, 'trace_view', coalesce(thread, process || ' ' || tid),
                    CASE WHEN thread LIKE 'Plane%' THEN 'COMM_TASK' ELSE 'COMMUNICATION' END,
                    CASE WHEN thread LIKE 'Plane%' THEN name ELSE 'HCCL' END, name, ts_ns, dur_ns,
-                   TRY_CAST(a.connection_id AS BIGINT), TRY_CAST(a."size(Byte)" AS BIGINT)
-            FROM _x WHERE process IN ({comm})""",
+                   connection_id, comm_bytes
+            FROM {_complete(kinds.comm)}""",
         )
         insert(
             "overlap_slices",
             f"""INSERT INTO overlap_slices (run_id, file_id, kind, start_ns, dur_ns)
-            SELECT {run}, {file}, name, ts_ns, dur_ns FROM _x WHERE process = '{OVERLAP_PROCESS}'""",
+            SELECT {run}, {file}, name, ts_ns, dur_ns FROM _tv WHERE ph = 'X' AND {kinds.overlap}""",
         )
         insert(
             "host_ops",
@@ -219,15 +211,14 @@ class AscendTraceViewParser:
             SELECT {run}, {file}, pid, tid, process,
                    coalesce(cat, CASE process WHEN 'CANN' THEN 'cann_api' WHEN 'Python GC' THEN 'gc'
                                  ELSE lower(coalesce(process, 'unknown')) END),
-                   name, ts_ns, dur_ns, TRY_CAST(coalesce(a.connection_id, a.correlation_id) AS BIGINT), a.level,
-                   a."Input Dims", a."Input type", a."Call stack"
-            FROM _x WHERE coalesce(process, '') NOT IN ({device}, {comm}, '{OVERLAP_PROCESS}')""",
+                   name, ts_ns, dur_ns, correlation, api_level, input_dims, input_types, call_stack
+            FROM {_complete(kinds.host, threads=False)}""",
         )
         insert(
             "steps",
             f"""INSERT INTO steps (run_id, file_id, step, start_ns, end_ns)
             SELECT {run}, {file}, TRY_CAST(split_part(name, '#', 2) AS BIGINT), min(ts_ns), max(ts_ns + dur_ns)
-            FROM _x WHERE name LIKE 'ProfilerStep#%' GROUP BY name""",
+            FROM _tv WHERE ph = 'X' AND name LIKE 'ProfilerStep#%' GROUP BY name""",
         )
         insert(
             "links",
@@ -243,7 +234,7 @@ class AscendTraceViewParser:
                 FROM _tv WHERE ph IN ('s', 'f') GROUP BY cat, id)
             WHERE n_s > 0 AND n_f > 0""",
         )
-        series = ", ".join(f"('{k}', TRY_CAST(e.a.\"{k}\" AS DOUBLE))" for k in COUNTER_KEYS)
+        series = ", ".join(f"('{k}', e.counter_values[{i}])" for i, k in enumerate(COUNTER_KEYS, 1))
         insert(
             "counters",
             f"""INSERT INTO counters (run_id, file_id, process, name, series, ts_ns, value)
@@ -252,6 +243,48 @@ class AscendTraceViewParser:
                  LATERAL (SELECT * FROM (VALUES {series}) AS v(series, value) WHERE v.value IS NOT NULL) v
             WHERE e.ph = 'C'""",
         )
+
+
+# The args values each table takes, as the typed columns of _tv (names as the inserts use them).
+_ARG_COLUMNS = f"""CASE WHEN ph = 'M' THEN args.name END AS meta_name, args."Task Type" AS task_type,
+    TRY_CAST(coalesce(args."Physic Stream Id", args."Stream Id") AS BIGINT) AS stream_id,
+    TRY_CAST(args."Task Id" AS BIGINT) AS hw_task_id, TRY_CAST(args.connection_id AS BIGINT) AS connection_id,
+    TRY_CAST(coalesce(args.connection_id, args.correlation_id) AS BIGINT) AS correlation,
+    TRY_CAST(coalesce(args."data size(Byte)", args."size(B)") AS BIGINT) AS task_bytes,
+    TRY_CAST(args."size(Byte)" AS BIGINT) AS comm_bytes,
+    coalesce(args."memcpy direction", args.operation) AS memcpy_direction, args.level AS api_level,
+    args."Input Dims" AS input_dims, args."Input type" AS input_types, args."Call stack" AS call_stack,
+    CASE WHEN ph = 'C' THEN [{", ".join(f'TRY_CAST(args."{k}" AS DOUBLE)' for k in COUNTER_KEYS)}]
+    END AS counter_values"""
+
+
+class _ProcessFilters:
+    """Which process an event belongs to, as conditions on ``pid`` (and ``task_type``) alone.
+
+    An event's process is its pid's ``process_name``; a pid without one (a trace cut before its metadata)
+    counts as Ascend Hardware when the event carries a Task Type, else as a host process of no name.
+    """
+
+    def __init__(self, procs: list[tuple]) -> None:
+        def pids(names: tuple[str, ...] | None) -> str:
+            """``pid`` is one of the processes called ``names`` (None: of any name)."""
+            chosen = [
+                p for p, n in procs if p is not None and n is not None and (names is None or n in names)
+            ]
+            return (
+                f"coalesce(pid IN ({', '.join(str(int(p)) for p in chosen)}), false)" if chosen else "false"
+            )
+
+        self.device = f"({pids(DEVICE_PROCESSES)} OR (NOT {pids(None)} AND task_type IS NOT NULL))"
+        self.comm = pids(COMM_PROCESSES)
+        self.overlap = pids((OVERLAP_PROCESS,))
+        self.host = f"NOT {self.device} AND NOT {self.comm} AND NOT {self.overlap}"
+
+
+def _complete(where: str, threads: bool = True) -> str:
+    """The complete events matching ``where`` (on _tv's own columns), with their process and thread names."""
+    thread = " LEFT JOIN _threads USING (pid, tid)" if threads else ""
+    return f"(SELECT * FROM _tv WHERE ph = 'X' AND {where}) e LEFT JOIN _procs USING (pid){thread}"
 
 
 PARSER = AscendTraceViewParser()
