@@ -11,8 +11,9 @@ Sound rather than complete: a literal is only ever shortened or dropped, never g
   alternation needs one branch: the union of its branches' sets (``None`` if one branch has none); a group or a
   repeat of at least one needs its content; anything else (classes, anchors, optional repeats) needs nothing.
 * Only ASCII survives (any substring of a needed literal is needed too): the longest ASCII run of a literal is
-  kept, and, where case is folded, the longest run without ``k`` / ``s`` (Rust's Unicode case folding also
-  matches the Kelvin sign and the long s there, which ASCII-case-blind matching would miss).
+  kept.  Where case is folded, Rust's Unicode case folding also matches ``k`` to the Kelvin sign and ``s`` to
+  the long s (the only non-ASCII folds of ASCII letters), which ASCII-case-blind matching misses: the caller
+  tries a folded rule on every record holding one of ``FOLDED_INTO_ASCII``.
 * A literal shorter than ``MIN_LITERAL`` would hit nearly every record: such a set counts as none.
 """
 
@@ -30,15 +31,12 @@ except ImportError:  # pragma: no cover - Python 3.10
 
 MIN_LITERAL = 3
 _ASCII_RUN = re.compile(r"[\x00-\x7f]+")
-_UNFOLDED_RUN = re.compile(r"[^ks]+")  # ASCII letters whose Unicode case folding leaves ASCII
+FOLDED_INTO_ASCII = ("\u212a", "\u017f")  # KELVIN SIGN (k under (?i)), LATIN SMALL LETTER LONG S (s)
 
 
-def _usable(text: str, folded: bool) -> str | None:
+def _usable(text: str) -> str | None:
     """The longest part of ``text`` that ASCII-case-blind matching finds wherever the regex finds ``text``."""
-    runs = _ASCII_RUN.findall(text)
-    if folded:
-        runs = [part for run in runs for part in _UNFOLDED_RUN.findall(run.lower())]
-    best = max(runs, key=len, default="")
+    best = max(_ASCII_RUN.findall(text), key=len, default="")
     return best.lower() if len(best) >= MIN_LITERAL else None
 
 
@@ -46,13 +44,13 @@ def _weakest(lits: frozenset[str]) -> int:
     return min(map(len, lits))
 
 
-def _of_sequence(items: list, folded: bool) -> frozenset[str] | None:
+def _of_sequence(items: list) -> frozenset[str] | None:
     """The best literal set of a sequence of parsed items (every item is needed)."""
     choices: list[frozenset[str]] = []
     run: list[str] = []
 
     def close_run() -> None:
-        if run and (lit := _usable("".join(run), folded)):
+        if run and (lit := _usable("".join(run))):
             choices.append(frozenset([lit]))
         run.clear()
 
@@ -61,32 +59,30 @@ def _of_sequence(items: list, folded: bool) -> frozenset[str] | None:
             run.append(chr(arg))
             continue
         close_run()
-        if (lits := _of_item(op, arg, folded)) is not None:
+        if (lits := _of_item(op, arg)) is not None:
             choices.append(lits)
     close_run()
     return max(choices, key=_weakest, default=None)
 
 
-def _of_item(op, arg, folded: bool) -> frozenset[str] | None:  # noqa: ANN001 - re's parse tree
+def _of_item(op, arg) -> frozenset[str] | None:  # noqa: ANN001 - re's parse tree
     if op is _c.SUBPATTERN:
-        _group, add_flags, del_flags, content = arg
-        inner = (
-            folded or bool(add_flags & _c.SRE_FLAG_IGNORECASE)
-        ) and not del_flags & _c.SRE_FLAG_IGNORECASE
-        return _of_sequence(list(content), inner)
+        return _of_sequence(
+            list(arg[-1])
+        )  # (group, flags added, flags removed, content): case is ignored anyway
     if op is _c.BRANCH:
         out: set[str] = set()
         for branch in arg[1]:
-            lits = _of_sequence(list(branch), folded)
+            lits = _of_sequence(list(branch))
             if lits is None:
                 return None
             out |= lits
         return frozenset(out)
     if op in (_c.MAX_REPEAT, _c.MIN_REPEAT, getattr(_c, "POSSESSIVE_REPEAT", None)):
         low, _high, content = arg
-        return _of_sequence(list(content), folded) if low >= 1 else None
+        return _of_sequence(list(content)) if low >= 1 else None
     if op is getattr(_c, "ATOMIC_GROUP", None):
-        return _of_sequence(list(arg), folded)
+        return _of_sequence(list(arg))
     return None  # a class, an anchor, a look-around, a back-reference: nothing certain
 
 
@@ -97,6 +93,5 @@ def required_literals(pattern: str) -> tuple[str, ...] | None:
         parsed = _parser.parse(pattern)
     except (re.error, OverflowError, RecursionError):
         return None
-    folded = bool(parsed.state.flags & _c.SRE_FLAG_IGNORECASE)
-    lits = _of_sequence(list(parsed), folded)
+    lits = _of_sequence(list(parsed))
     return tuple(sorted(lits)) if lits else None

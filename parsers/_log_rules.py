@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 
 from diag.analyses.log_rule_files import merged_rule_data
-from parsers._log_literals import required_literals
+from parsers._log_literals import FOLDED_INTO_ASCII, required_literals
 from parsers._log_regex import ascii_regex
 
 RULES_PATH = Path(__file__).resolve().parent.parent / "diag" / "rules" / "log_patterns.toml"
@@ -109,34 +109,32 @@ def _rule_condition(rule: Rule) -> pl.Expr:
 
 @dataclass(frozen=True)
 class _Plan:
-    """How a rule set is tried: the literals of every rule (one Aho-Corasick pass per block) and each
-    literal's rules; rules whose pattern has no known literal, or none at all, are tried on every record left."""
+    """How a rule set is tried: the literals of every rule (one Aho-Corasick pass per block) and each rule's
+    literals; rules whose pattern has no known literal, or none at all, are tried on every record left."""
 
     literals: tuple[str, ...]
-    literal_rules: pl.DataFrame  # literal → rule (0-based), one row per pair
-    everywhere: tuple[bool, ...]  # rule i is tried on every record not yet matched
+    rule_literals: tuple[tuple[int, ...], ...]  # rule i → indices into literals
+    everywhere: tuple[bool, ...]  # rule i is tried on every record not yet matched (of its levels)
+    folded: tuple[bool, ...]  # rule i folds case: also tried where a non-ASCII fold of k / s is
 
 
 @lru_cache(maxsize=8)
 def _plan(rules: tuple[Rule, ...]) -> _Plan:
-    pairs: dict[str, list[int]] = {}
-    everywhere = []
-    for i, rule in enumerate(rules):
+    index: dict[str, int] = {}
+    per_rule, everywhere = [], []
+    for rule in rules:
         lits = required_literals(rule.pattern) if rule.pattern else None
-        for lit in lits or ():
-            pairs.setdefault(lit, []).append(i)
+        per_rule.append(tuple(index.setdefault(lit, len(index)) for lit in lits or ()))
         everywhere.append(lits is None and not (rule.codes and not rule.pattern))
-    frame = pl.DataFrame(
-        {"lit": [k for k, v in pairs.items() for _ in v], "rule": [i for v in pairs.values() for i in v]},
-        schema={"lit": pl.String, "rule": pl.Int64},
-    )
-    return _Plan(tuple(pairs), frame, tuple(everywhere))
+    folded = tuple("(?i" in rule.pattern for rule in rules)
+    return _Plan(tuple(index), tuple(per_rule), tuple(everywhere), folded)
 
 
-def _candidates(records: pl.DataFrame, plan: _Plan, n_rules: int) -> list[np.ndarray]:
+def _candidates(records: pl.DataFrame, plan: _Plan) -> list[np.ndarray]:
     """Per rule, the records whose text holds one of its literals (ASCII case aside), in record order."""
+    none = np.empty(0, np.int64)
     if not plan.literals or records.is_empty():
-        return [np.empty(0, np.int64)] * n_rules
+        return [none] * len(plan.rule_literals)
     found = (
         records.select(
             row=pl.int_range(pl.len(), dtype=pl.Int64),
@@ -146,15 +144,18 @@ def _candidates(records: pl.DataFrame, plan: _Plan, n_rules: int) -> list[np.nda
         )
         .explode("lit")
         .drop_nulls("lit")
-        .with_columns(pl.col("lit").str.to_lowercase())  # the text as found: ASCII, as the literals are
-        .join(plan.literal_rules, on="lit")
-        .select("rule", "row")
-        .unique()
-        .sort("rule", "row")
     )
-    rule, row = found["rule"].to_numpy(), found["row"].to_numpy()
-    bounds = np.searchsorted(rule, np.arange(n_rules + 1))
-    return [row[bounds[i] : bounds[i + 1]] for i in range(n_rules)]
+    # the text as found is ASCII, as the literals are: its lower case names the literal
+    number = {lit: i for i, lit in enumerate(plan.literals)}
+    lit = found["lit"].str.to_lowercase().replace_strict(number, return_dtype=pl.Int64).to_numpy()
+    order = np.argsort(lit, kind="stable")
+    lit, row = lit[order], found["row"].to_numpy()[order]
+    bounds = np.searchsorted(lit, np.arange(len(plan.literals) + 1))
+    out = []
+    for mine in plan.rule_literals:
+        parts = [row[bounds[i] : bounds[i + 1]] for i in mine if bounds[i + 1] > bounds[i]]
+        out.append(np.unique(np.concatenate(parts)) if parts else none)
+    return out
 
 
 def classify(records: pl.DataFrame, rules: tuple[Rule, ...]) -> pl.DataFrame:
@@ -165,7 +166,7 @@ def classify(records: pl.DataFrame, rules: tuple[Rule, ...]) -> pl.DataFrame:
         pl.concat_str(pl.lit("|"), pl.col("codes").list.join("|"), pl.lit("|")).alias(_CODES_KEY)
     )
     plan = _plan(rules)
-    by_literal = _candidates(records, plan, len(rules))
+    by_literal = _candidates(records, plan)
     coded = np.flatnonzero(
         records.select((pl.col("codes").list.len() > 0) | pl.col("code").is_not_null())
         .to_series()
@@ -173,15 +174,24 @@ def classify(records: pl.DataFrame, rules: tuple[Rule, ...]) -> pl.DataFrame:
         .to_numpy()
     )
     everyone = np.arange(records.height, dtype=np.int64)
+    odd_folds = np.flatnonzero(
+        records["raw"].str.contains_any(list(FOLDED_INTO_ASCII)).fill_null(False).to_numpy()
+    )
+    level = records["level"]
+    of_levels: dict[tuple[str, ...], np.ndarray] = {}  # a rule's levels → the records of those levels
     slim = records.select("raw", "level", "code", _CODES_KEY)  # what a rule reads: gathered per rule
     idx = np.zeros(records.height, dtype=np.int64)  # 0 = no rule, i + 1 = rules[i]
     for i, rule in enumerate(rules):  # first match wins: a rule sees only records no rule above matched
-        if plan.everywhere[i]:
+        if plan.everywhere[i] and rule.levels:
+            if rule.levels not in of_levels:
+                of_levels[rule.levels] = np.flatnonzero(level.is_in(rule.levels).fill_null(False).to_numpy())
+            cand = of_levels[rule.levels]
+        elif plan.everywhere[i]:
             cand = everyone
-        elif rule.codes:
-            cand = np.union1d(by_literal[i], coded)
         else:
-            cand = by_literal[i]
+            cand = np.union1d(by_literal[i], coded) if rule.codes else by_literal[i]
+            if plan.folded[i] and len(odd_folds):
+                cand = np.union1d(cand, odd_folds)
         cand = cand[idx[cand] == 0]
         if not len(cand):
             continue

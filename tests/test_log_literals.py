@@ -20,7 +20,7 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 @pytest.mark.parametrize(
     ("pattern", "expected"),
     [
-        ("Wait links establish", ("wait lin",)),  # folded below: the longest run without k / s
+        ("Wait links establish", ("wait links establish",)),  # (?i) below: lower case
         (r"foo\d+barbaz", ("barbaz",)),  # the longest needed run
         (r"(?:alpha|beta)\d", ("alpha", "beta")),  # an alternation: one of its branches
         (r"alpha|x", None),  # a branch without a usable literal: nothing certain
@@ -34,6 +34,21 @@ def test_required_literals(pattern, expected):
     folded = pattern.startswith("Wait")
     got = required_literals(f"(?i){pattern}" if folded else pattern)
     assert got == (tuple(sorted(expected)) if expected else None)
+
+
+def test_a_folded_rule_is_tried_where_a_non_ascii_fold_of_k_or_s_is():
+    """Rust's (?i) matches the Kelvin sign for k and the long s for s, which the ASCII pre-filter cannot see."""
+    import polars as pl
+
+    from parsers._log_rules import Rule, classify
+
+    rule = Rule("t", "cat", "high", "cause", "(?i)task failed", (), (), "", "")
+    records = pl.DataFrame(
+        {"raw": ["ta\u017fk failed", "TASK FAILED", "tas failed"], "level": [None] * 3, "code": [None] * 3,
+         "codes": [[], [], []]},
+        schema={"raw": pl.String, "level": pl.String, "code": pl.String, "codes": pl.List(pl.String)},
+    )  # fmt: skip
+    assert classify(records, (rule,))["rule_id"].to_list() == ["t", "t", None]
 
 
 def _lines() -> list[str]:
