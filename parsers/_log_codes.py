@@ -76,8 +76,9 @@ def load_code_shapes(path: Path = CODES_PATH) -> CodeShapes:
 
 
 def _shape_code(shapes: CodeShapes, i: int, prefix: str) -> pl.Expr:
-    """Shape ``i``'s code of a hit, hex codes in decimal, behind its prefix."""
-    code = pl.col("hit").str.extract(shapes.combined, i + 1)
+    """Shape ``i``'s code of a hit (from the ``_groups`` of its one capturing pass), hex codes in decimal,
+    behind its prefix."""
+    code = pl.col("_groups").struct.field(str(i + 1))
     if (shapes.bases or (10,) * (i + 1))[i] == 16:
         code = code.str.to_integer(base=16, strict=False).cast(pl.String)
     return pl.lit(prefix) + code if prefix else code
@@ -94,6 +95,8 @@ def with_codes(rec: pl.DataFrame, shapes: CodeShapes | None = None) -> pl.DataFr
         .select(idx=pl.Series(hits, dtype=pl.UInt32), hit=pl.col("raw").str.extract_all(shapes.combined))
         .explode("hit")
         .with_row_index("pos")
+        # every shape's group in one pass of the alternation (one str.extract per shape was a pass each)
+        .with_columns(_groups=pl.col("hit").str.extract_groups(shapes.combined))
     )
     prefixes = shapes.prefixes or ("",) * len(shapes.primary)
     groups = [_shape_code(shapes, i, prefixes[i]) for i in range(len(shapes.primary))]
