@@ -117,7 +117,7 @@ def test_diag_logs_in_chinese(two_ranks_db, monkeypatch, capsys):
     first, echo = out["root_causes"][:2]
     assert (first["category"], echo["category"]) == ("device_exception", "hccl_timeout")
     assert first["title"] == "设备异常（AI Core / AI Vector / AI CPU）"
-    assert out["scope"].startswith("最近一次事故：episode #1 (2025-06-25 10:45:00.100200 – 11:15:36.300000; ")
+    assert out["scope"].startswith("最近一次事故：episode #1（2025-06-25 10:45:00.100200 – 11:15:36.300000；")
     assert echo["explanation"] == (
         "一个集合通信（AllReduce_1）等待远端 rank 的 notify 直到 HCCL_EXEC_TIMEOUT：远端 rank 0（EI0002）。"
         "通常是症状：另一个 rank 更早失败或卡住了。"

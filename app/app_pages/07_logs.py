@@ -20,11 +20,21 @@ from diag.commands._format import header_text
 from diag.i18n import current_language, t
 
 SEVERITY = {
-    "high": ":red-badge[high]",
-    "medium": ":orange-badge[medium]",
-    "low": ":blue-badge[low]",
-    "info": ":gray-badge[info]",
+    "high": ":red-badge[{}]",
+    "medium": ":orange-badge[{}]",
+    "low": ":blue-badge[{}]",
+    "info": ":gray-badge[{}]",
 }
+
+
+def severity_badge(severity: str) -> str:
+    badge = SEVERITY.get(severity)
+    return badge.format(t(f"page.logs.severity.{severity}")) if badge else severity
+
+
+def role_text(role: str) -> str:
+    return t(f"page.logs.role.{role}") if role in ("cause", "symptom", "consequence", "wrapper") else role
+
 
 # sized so that a code (EZ9999, ERR00100, EI0002…) and the message are read whole, not clipped
 RECORD_COLUMNS = {
@@ -91,9 +101,13 @@ if not scopes:
     st.info(t("page.logs.empty"))
     st.stop()
 choices: list[int | None] = [None] + [s["run_id"] for s in scopes if s["run_id"] is not None]
-names = {None: f"every log ({sum(s['files'] for s in scopes)} files), by episode"}
-names |= {s["run_id"]: f"run {s['run_id']} · {s['name']} ({s['files']} files)" for s in scopes if s["run_id"]}
-run_id = st.selectbox("Logs of", choices, format_func=names.get, key="logs_scope")
+names = {None: t("page.logs.scope_every", n=sum(s["files"] for s in scopes))}
+names |= {
+    s["run_id"]: t("page.logs.scope_run", run=s["run_id"], name=s["name"], n=s["files"])
+    for s in scopes
+    if s["run_id"]
+}
+run_id = st.selectbox(t("page.logs.scope"), choices, format_func=names.get, key="logs_scope")
 
 st.subheader(t("page.logs.root_causes"))
 episode = None
@@ -103,9 +117,9 @@ if run_id is None:  # logs of no run: one incident episode at a time, never ever
     if eps and latest is not None:
         numbers = [e.episode for e in eps]
         labels = {e.episode: log_episodes.describe(e) for e in eps}
-        labels[latest.episode] += " · latest incident" if latest.incident else " · latest"
+        labels[latest.episode] += t("page.logs.latest_incident") if latest.incident else t("page.logs.latest")
         episode = st.selectbox(
-            f"Episode ({len(eps)})", numbers, index=numbers.index(latest.episode), format_func=labels.get,
+            t("page.logs.episode_pick", n=len(eps)), numbers, index=numbers.index(latest.episode), format_func=labels.get,
             key="logs_episode",
         )  # fmt: skip
 causes = _causes(fp, run_id, episode, current_language())
@@ -115,9 +129,9 @@ st.caption(t("page.logs.ranked"))
 for c in causes:
     with st.container(border=True):
         echo = t("page.logs.cause_echo", rank=c.echo_of) if c.echo_of else ""
-        ranks = f" · rank {', '.join(map(str, c.ranks))}" if c.ranks else ""
+        ranks = t("page.logs.ranks", ranks=", ".join(map(str, c.ranks))) if c.ranks else ""
         st.markdown(
-            f"**#{c.rank}** {SEVERITY.get(c.severity, c.severity)} **{md_text(c.title)}** · {md_text(c.role)}{echo}{ranks} · "
+            f"**#{c.rank}** {severity_badge(c.severity)} **{md_text(c.title)}** · {md_text(role_text(c.role))}{echo}{ranks} · "
             + t("page.logs.cause_count", n=c.count, first=_time(c.first_ns))
         )
         st.markdown(md_text(c.explanation))
@@ -132,11 +146,14 @@ for c in causes:
 st.subheader(t("page.logs.records"))
 values = _values(fp, run_id)
 cols = st.columns(5)
-levels = cols[0].multiselect("level", values["level"], key="logs_level")
-modules = cols[1].multiselect("module", values["module"], key="logs_module")
-codes = cols[2].multiselect("code", values["code"], key="logs_code")
-categories = cols[3].multiselect("category", values["category"], key="logs_category")
-ranks = cols[4].multiselect("rank", values["rank"], key="logs_rank")
+pick = t("page.logs.choose")  # Streamlit's own placeholder is English
+levels = cols[0].multiselect(header_text("level"), values["level"], key="logs_level", placeholder=pick)
+modules = cols[1].multiselect(header_text("module"), values["module"], key="logs_module", placeholder=pick)
+codes = cols[2].multiselect(header_text("code"), values["code"], key="logs_code", placeholder=pick)
+categories = cols[3].multiselect(
+    header_text("category"), values["category"], key="logs_category", placeholder=pick
+)
+ranks = cols[4].multiselect(header_text("rank"), values["rank"], key="logs_rank", placeholder=pick)
 flagged = st.checkbox(t("page.logs.flagged_only"), value=True, key="logs_flagged")
 window = None
 if values["start_ns"] is not None and values["end_ns"] > values["start_ns"]:

@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from diag.analyses.finding import thresholds
+from diag.i18n import t
 from diag.store import Store
 
 # rules/log_patterns.toml: an ERROR record that no rule or catalogued code places
@@ -196,7 +197,7 @@ def _ts(ns: int) -> str:
 def span_text(start_ns: int | None, end_ns: int | None) -> str:
     """'2025-06-25 10:45:23.000000 – 10:45:23.586187'-style range, or 'untimed'."""
     if start_ns is None or end_ns is None:
-        return "untimed"
+        return t("log_episode.untimed")
     lo, hi = _ts(start_ns), _ts(end_ns)
     return lo if lo == hi else f"{lo} – {hi[11:] if hi[:10] == lo[:10] else hi}"
 
@@ -206,10 +207,9 @@ def describe(ep: Episode, cause: bool = True) -> str:
     names = ", ".join(f.rsplit("/", 1)[-1] for f in ep.files)
     origins = ", ".join(o for o in ep.origins if o)
     title = f" — {ep.root_cause['title']}" if cause and ep.root_cause else ""
+    where = names + (t("log_episode.sep") + origins if origins else "")
     return (
-        f"episode #{ep.episode} ({span_text(ep.start_ns, ep.end_ns)}; {names}"
-        + (f"; {origins}" if origins else "")
-        + f"){title}"
+        t("log_episode.describe", n=ep.episode, span=span_text(ep.start_ns, ep.end_ns), where=where) + title
     )
 
 
@@ -218,4 +218,4 @@ def others_text(eps: list[Episode], chosen: Episode) -> str:
     rest = [e for e in eps if e.episode != chosen.episode]
     if not rest:
         return ""
-    return f"{len(rest)} other episode(s): " + "; ".join(describe(e) for e in rest)
+    return t("log_episode.others", n=len(rest), episodes=t("log_episode.sep").join(describe(e) for e in rest))
