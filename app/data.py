@@ -26,7 +26,7 @@ from diag.analyses import postmortem as postmortem_analysis
 from diag.analyses import serving as serving_analysis
 from diag.analyses import timeline as tl_analysis
 from diag.analyses.runs import list_runs
-from diag.i18n import current_language
+from diag.i18n import current_language, t
 from diag.ingest import FileOutcome
 from diag.store import Store
 from diag.uploads import (
@@ -145,13 +145,25 @@ def jobs(fp: str) -> list[dict]:
     return cluster_analysis.list_jobs(store())
 
 
-@st.cache_data(show_spinner="Analysing the job's ranks…", max_entries=16)
+# A spinner's text given to st.cache_data is fixed when the module is imported (one language for every
+# session): the spinner is drawn here instead, in the session's language, around the cached call.
 def cluster(fp: str, job_id: int) -> cluster_analysis.ClusterView:
+    with st.spinner(t("app.spinner.cluster")):
+        return _cluster(fp, job_id)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _cluster(fp: str, job_id: int) -> cluster_analysis.ClusterView:
     return cluster_analysis.cluster_view(store(), job_id)
 
 
-@st.cache_data(show_spinner="Analysing the job's expert load…", max_entries=16)
 def moe(fp: str, job_id: int) -> moe_analysis.MoeView:
+    with st.spinner(t("app.spinner.moe")):
+        return _moe(fp, job_id)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _moe(fp: str, job_id: int) -> moe_analysis.MoeView:
     return moe_analysis.moe_view(store(), job_id=job_id)
 
 
@@ -187,10 +199,11 @@ def postmortem(
 ) -> postmortem_analysis.Postmortem:
     """The postmortem of a run, a job or every log (its saved notes are read by ``notes``, not cached), in the
     session's language (its statements are text: cached per language)."""
-    return _postmortem(fp, run_id, baseline, job_id, current_language())
+    with st.spinner(t("app.spinner.postmortem")):
+        return _postmortem(fp, run_id, baseline, job_id, current_language())
 
 
-@st.cache_data(show_spinner="Building the postmortem…", max_entries=16)
+@st.cache_data(show_spinner=False, max_entries=16)
 def _postmortem(
     fp: str, run_id: int | None, baseline: int | None, job_id: int | None, lang: str
 ) -> postmortem_analysis.Postmortem:

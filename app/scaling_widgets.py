@@ -13,6 +13,7 @@ import streamlit as st
 from app import data
 from app.tables import show_table
 from app.text import md_text, plain
+from diag.commands._format import header_text  # short labels: diag/rules/cli_headers.csv
 
 COLOURS = ("#d62728", "#1f77b4")  # A (under study), B (baseline)
 MAX_TICKS = 12
@@ -69,7 +70,7 @@ def points_frame(group: dict[str, Any], baseline: bool) -> pd.DataFrame:
 
 def scaling_section(fp: str, run_a: int, run_b: int | None, label: dict[int, str]) -> None:
     """The section: the answer line, then per group its plot, slopes and points (in an expander)."""
-    st.subheader("Scaling with sequence / KV length")
+    st.subheader(header_text("Scaling with sequence / KV length"))
     result = data.scaling(fp, run_a, run_b)
     if not result["groups"]:
         st.info(md_text(result["answer"]))

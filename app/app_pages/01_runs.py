@@ -9,6 +9,7 @@ from app import data, page_parts, state, widgets
 from app.glossary import help_for
 from app.tables import MISSING, show_table
 from app.text import md_text
+from diag.commands._format import header_text  # short labels: diag/rules/cli_headers.csv
 from diag.i18n import t
 
 WHOLE_RUN = "whole run"
@@ -22,10 +23,10 @@ if not rows:
 
 ai_cpu = sum(r["ai_cpu_tasks"] for r in rows)
 c1, c2, c3, c4 = st.columns(4)
-c1.metric("runs", len(rows))
-c2.metric("device tasks", f"{sum(r['device_tasks'] for r in rows):,}", help=help_for("task"))
-c3.metric("host ops", f"{sum(r['host_ops'] for r in rows):,}")
-c4.metric("AI_CPU tasks (CPU fallback)", f"{ai_cpu:,}", help=help_for("AI_CPU"))
+c1.metric(header_text("runs"), len(rows))
+c2.metric(header_text("device tasks"), f"{sum(r['device_tasks'] for r in rows):,}", help=help_for("task"))
+c3.metric(header_text("host ops"), f"{sum(r['host_ops'] for r in rows):,}")
+c4.metric(header_text("AI_CPU tasks (CPU fallback)"), f"{ai_cpu:,}", help=help_for("AI_CPU"))
 
 show_table(widgets.runs_frame(rows), helps=widgets.runs_help())
 
@@ -53,9 +54,9 @@ if steps:
     options: list[int | str] = [WHOLE_RUN] + [s for s, _, _ in steps]
     current = state.selected_step()
     choice = st.selectbox(
-        "Step",
+        header_text("Step"),
         options,
-        format_func=lambda s: s if s == WHOLE_RUN else f"step {s}",
+        format_func=lambda s: header_text(s) if s == WHOLE_RUN else header_text("step") + f" {s}",
         key="runs_step",
         index=options.index(current) if current in options else 0,
     )
@@ -85,7 +86,7 @@ if flagged:
         key="runs_env_settings",
     )
 
-with st.expander("Delete this run"):
+with st.expander(header_text("Delete this run")):
     st.markdown(
         f"Removes run **{md_text(labels[run_id])}** and every row stored from its files. This cannot be undone."
     )

@@ -11,6 +11,7 @@ import streamlit as st
 
 from app import data, timeline_widgets
 from app.text import md_text
+from diag.commands._format import header_text  # short labels: diag/rules/cli_headers.csv
 from diag.i18n import t
 
 WHOLE_RUN, CUSTOM = "whole run", "custom window"
@@ -54,7 +55,7 @@ if st.session_state.get("run_id") in ids:
     st.session_state["tl_run"] = st.session_state["run_id"]
 elif st.session_state.get("tl_run") not in ids:
     st.session_state["tl_run"] = ids[0]
-run_id = st.selectbox("Run", ids, format_func=names.get, key="tl_run", on_change=_on_run_change)
+run_id = st.selectbox(header_text("Run"), ids, format_func=names.get, key="tl_run", on_change=_on_run_change)
 st.session_state["run_id"] = run_id
 
 run = next(r for r in runs_with_time if r["run_id"] == run_id)
@@ -75,10 +76,10 @@ elif st.session_state.get("step") in step_span and st.session_state.get("tl_step
 elif st.session_state.get("tl_step") not in step_options:
     st.session_state["tl_step"] = WHOLE_RUN
 choice = st.selectbox(
-    "Zoom to step",
+    header_text("Zoom to step"),
     step_options,
     key="tl_step",
-    format_func=lambda s: s if isinstance(s, str) else t("page.timeline.step", step=s),
+    format_func=lambda s: header_text(s) if isinstance(s, str) else t("page.timeline.step", step=s),
     on_change=_on_step_change,
 )
 if window is None:
@@ -124,15 +125,15 @@ else:
         + (t("page.timeline.ai_cpu_bins") if tl.has_ai_cpu else "")
     )
 tiles = st.columns(3)
-tiles[0].metric("rows drawn", f"{len(tl.lanes):,}")
-tiles[1].metric("window (ms)", f"{(tl.window_end_ns - tl.window_start_ns) / 1e6:,.3f}")
+tiles[0].metric(header_text("rows drawn"), f"{len(tl.lanes):,}")
+tiles[1].metric(header_text("window (ms)"), f"{(tl.window_end_ns - tl.window_start_ns) / 1e6:,.3f}")
 if tl.has_ai_cpu:  # AI_CPU is Ascend's CPU fallback: no such tile on a GPU
     ai_cpu_marks = (
         sum(1 for k in tl.events.column("kind").to_pylist() if k == "AI_CPU")
         if tl.mode == "events"
         else sum(tl.bins.column("ai_cpu").to_pylist())
     )
-    tiles[2].metric("AI_CPU tasks in window", f"{ai_cpu_marks:,}")
+    tiles[2].metric(header_text("AI_CPU tasks in window"), f"{ai_cpu_marks:,}")
 event = st.plotly_chart(
     timeline_widgets.timeline_figure(tl),
     width="stretch",

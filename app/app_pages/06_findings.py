@@ -43,5 +43,5 @@ for _, heading, group in owners.group(enumerate(items), lambda it: it[1].resolve
                 st.caption(md_text(f"{who.reason} {steps}".strip()))
             blocks = finding_blocks(f.evidence, f.start_ns, f.end_ns, clock, f.category)
             if blocks:
-                with st.expander("evidence"):
+                with st.expander(t("page.logs.cause_evidence")):
                     evidence.show(blocks, clock, key=f"finding_{i}")

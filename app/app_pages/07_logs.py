@@ -173,7 +173,9 @@ filters = {
 if window and (window[0] > _dt(values["start_ns"]) or window[1] < _dt(values["end_ns"])):
     filters |= {"start_ns": _ns(window[0]), "end_ns": _ns(window[1]) + 999_999}
 rows = _records(fp, run_id, tuple(sorted(filters.items())))
-st.caption(f"{len(rows):,} record(s){' (first 2,000)' if len(rows) == 2000 else ''}")
+st.caption(
+    t("page.logs.record_count", n=f"{len(rows):,}") + (t("page.logs.first_2000") if len(rows) == 2000 else "")
+)
 if rows:
     table = pd.DataFrame(
         {

@@ -86,7 +86,7 @@ def _findings(fp: str, run_id: int | None, summary: dict) -> None:
                 f.get("evidence") or {}, f.get("start_ns"), f.get("end_ns"), clock, "memory"
             )
             if blocks:
-                with st.expander("evidence"):
+                with st.expander(t("page.logs.cause_evidence")):
                     evidence.show(blocks, clock, key=f"mem_finding_{i}")
 
 

@@ -11,6 +11,7 @@ from app import util_widgets as uw
 from app.app_pages import run_picker
 from app.tables import show_table
 from app.text import md_text
+from diag.commands._format import header_text  # short labels: diag/rules/cli_headers.csv
 from diag.i18n import t
 
 st.title(t("page.ops.title"))
@@ -21,7 +22,11 @@ if run_id is None:
     st.stop()
 c1, c2 = st.columns(2)
 by = c1.radio(
-    t("page.ops.group_by"), list(ow.BY_LABELS), format_func=ow.BY_LABELS.get, horizontal=True, key="ops_by"
+    t("page.ops.group_by"),
+    list(ow.BY_LABELS),
+    format_func=lambda k: header_text(ow.BY_LABELS[k]),
+    horizontal=True,
+    key="ops_by",
 )
 choices, default = data.op_baselines(fp, run_id)
 names = {r["run_id"]: f"{r['run_id']} · {r['name']} · {r['platform']}" for r in data.runs(fp)}
@@ -30,7 +35,7 @@ baseline = c2.selectbox(
     t("page.ops.baseline"),
     options,
     index=options.index(default),
-    format_func=lambda i: "none" if i is None else names.get(i, str(i)),
+    format_func=lambda i: header_text("none") if i is None else names.get(i, str(i)),
     key=f"ops_baseline_{run_id}",
 )
 rows = data.op_table(fp, run_id, by, baseline)
@@ -38,10 +43,14 @@ if not rows:
     st.info(t("page.ops.empty"))
     st.stop()
 m = st.columns(4)
-m[0].metric(ow.BY_PLURALS[by], f"{len(rows):,}")
-m[1].metric("kernel time", f"{sum(r['total_ns'] for r in rows) / 1e6:,.3f} ms", help=ow.OPS_HELP["share %"])
-m[2].metric("largest", md_text(str(rows[0]["name"])[:40]))
-m[3].metric("its share", "—" if rows[0]["share_pct"] is None else f"{rows[0]['share_pct']:.1f}%")
+m[0].metric(header_text(ow.BY_PLURALS[by]), f"{len(rows):,}")
+m[1].metric(
+    header_text("kernel time"),
+    f"{sum(r['total_ns'] for r in rows) / 1e6:,.3f} ms",
+    help=ow.OPS_HELP["share %"],
+)
+m[2].metric(header_text("largest"), md_text(str(rows[0]["name"])[:40]))
+m[3].metric(header_text("its share"), "—" if rows[0]["share_pct"] is None else f"{rows[0]['share_pct']:.1f}%")
 show_table(ow.ops_frame(rows[: ow.MAX_ROWS], by, baseline is not None), helps=ow.OPS_HELP, key="ops_table")
 if len(rows) > ow.MAX_ROWS:  # a grid of tens of thousands of kernel names helps no one and slows the browser
     st.caption(
@@ -54,7 +63,7 @@ if by != "class":
     if not with_shapes:
         st.caption(t("page.ops.no_shapes"))
     else:
-        name = st.selectbox(ow.BY_LABELS[by].capitalize(), with_shapes, key=f"ops_shape_{by}_{run_id}")
+        name = st.selectbox(header_text(ow.BY_LABELS[by]), with_shapes, key=f"ops_shape_{by}_{run_id}")
         shapes = data.op_shapes(fp, run_id, name, by)
         varying = sorted({v["label"] for s in shapes for v in s["varying"]})
         st.caption(
