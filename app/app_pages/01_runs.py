@@ -62,6 +62,12 @@ if steps:
     )
     state.select_step(None if choice == WHOLE_RUN else choice)
 
+
+def check_text(status: str) -> str:
+    """supported / mismatched / unknown / ok / bad in the language (--json keeps the English word)."""
+    return header_text(status)
+
+
 st.subheader(t("page.runs.environment"))
 env = data.environment_check(fp, run_id)  # versions against the published pairings, settings that cost time
 if any(v["status"] == "mismatched" for v in env["versions"]):
@@ -71,7 +77,10 @@ else:
 if env["versions"]:
     show_table(
         pd.DataFrame(
-            [[v["component"], v["version"], v["from"], v["status"], v["expected"]] for v in env["versions"]],
+            [
+                [v["component"], v["version"], v["from"], check_text(v["status"]), v["expected"]]
+                for v in env["versions"]
+            ],
             columns=["component", "version", "from", "check", "pairs with"],
         ),
         key="runs_env_versions",
@@ -80,7 +89,16 @@ flagged = [s for s in env["settings"] if s["status"] != "ok"]
 if flagged:
     show_table(
         pd.DataFrame(
-            [[s["name"], s["value"] or "(unset)", s["status"], s["cost"], s["advice"]] for s in flagged],
+            [
+                [
+                    s["name"],
+                    s["value"] or header_text("(unset)"),
+                    check_text(s["status"]),
+                    s["cost"],
+                    s["advice"],
+                ]
+                for s in flagged
+            ],
             columns=["variable", "value", "check", "what it costs", "what to set"],
         ),
         key="runs_env_settings",
