@@ -186,10 +186,6 @@ KERNEL_ROWS = SqlFragment("""SELECT DISTINCT ON (name, start_ns) name, op_type A
             FROM kernels WHERE run_id = $run""")
 
 
-# The columns a call's cost (cost_sql) and group key are computed from.
-_COST_INPUTS = ("op", "name", "input_shapes", "input_dtypes", "output_shapes", "output_dtypes")
-
-
 def _util_sql(by: str, cuda: bool = False) -> str:
     """The per-op SQL over the run's kernels rows, or (``cuda``) its CUDA kernels with their aten op's shapes,
     grouped by kernel name as the op table groups a CUDA run (diag.analyses.op_util_cuda)."""
@@ -198,16 +194,10 @@ def _util_sql(by: str, cuda: bool = False) -> str:
     costed = "flops IS NOT NULL AND bytes IS NOT NULL AND dur_ns > 0"
     matmul = f"cost_class IN {MATMUL_CLASSES}"
     pmu = ", ".join(_pmu_sql(m) for m in PMU_COMPUTE + PMU_MEMORY)
-    same_sig = " AND ".join(f"r.{c} IS NOT DISTINCT FROM f.{c}" for c in _COST_INPUTS)
-    # The cost (shape parsing, list lambdas) depends on _COST_INPUTS alone: it is computed once per distinct
-    # signature, not per call (calls repeat the same shapes step after step), and joined back to the calls.
     return f"""
-        WITH r AS MATERIALIZED ({source}),
-             sig AS (SELECT DISTINCT {", ".join(_COST_INPUTS)} FROM r),
-             f AS (SELECT *, {key} AS key FROM ({cost_sql(SqlFragment("SELECT * FROM sig"))})),
-             p AS (SELECT r.*, f.key, f.cost_class, f.flops, f.bytes, f.dtype0, f.o0, c.names
-                   FROM r JOIN f ON {same_sig} LEFT JOIN pmu_columns c ON c.file_id = r.file_id)
-        SELECT key, count(*), sum(dur_ns)::BIGINT,
+        WITH f AS ({cost_sql(source)}),
+             p AS (SELECT f.*, c.names FROM f LEFT JOIN pmu_columns c USING (file_id))
+        SELECT {key} AS key, count(*), sum(dur_ns)::BIGINT,
                count(*) FILTER (WHERE {costed}), sum(dur_ns) FILTER (WHERE {costed}),
                sum(flops) FILTER (WHERE {costed}), sum(bytes) FILTER (WHERE {costed}),
                mode(dtype0) FILTER (WHERE {costed}), mode(cost_class),
