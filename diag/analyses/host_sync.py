@@ -61,9 +61,12 @@ def _sql(rules: tuple[SyncRule, ...]) -> str:
     """The calls (by the rows of ``rules``: the run's platform's) with step, caller and device idle overlapping."""
     runtime = ", ".join(sql_literal(c) for c in RUNTIME_CATEGORIES)
     return f"""
-WITH named AS (
-    SELECT h.pid, h.tid, h.name, h.start_ns AS s, h.start_ns + h.dur_ns AS e, {_kind_case(rules)} AS kind
-    FROM host_ops h WHERE h.run_id = $run AND h.dur_ns > 0),
+WITH kinds AS MATERIALIZED (  -- the rules' regexps once per distinct name, not once per host op (names repeat every step)
+    SELECT h.name, {_kind_case(rules)} AS kind
+    FROM (SELECT DISTINCT name FROM host_ops WHERE run_id = $run AND dur_ns > 0) h),
+named AS (
+    SELECT h.pid, h.tid, h.name, h.start_ns AS s, h.start_ns + h.dur_ns AS e, k.kind
+    FROM host_ops h JOIN kinds k ON k.name = h.name AND k.kind IS NOT NULL WHERE h.run_id = $run AND h.dur_ns > 0),
 d2h AS (
     SELECT DISTINCT h.pid, h.tid, h.name, h.start_ns AS s, h.start_ns + h.dur_ns AS e, 'd2h_copy' AS kind
     FROM host_ops h JOIN device_tasks d ON d.run_id = h.run_id AND d.connection_id = h.correlation
@@ -86,8 +89,14 @@ busy1 AS (SELECT s, e, max(e) OVER (ORDER BY s, e ROWS BETWEEN UNBOUNDED PRECEDI
 busy2 AS (SELECT s, e, sum(CASE WHEN before_end IS NULL OR s > before_end THEN 1 ELSE 0 END)
                          OVER (ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS grp FROM busy1),
 busy AS (SELECT min(s) AS s, max(e) AS e FROM busy2 GROUP BY grp),
-covered AS (SELECT c.pid, c.tid, c.s, c.e, sum(least(b.e, c.e) - greatest(b.s, c.s)) AS busy_ns
-            FROM calls c JOIN busy b ON b.s < c.e AND b.e > c.s GROUP BY ALL),
+-- busy time before t = busy_before(t) of the last merged interval starting at or before t, so a call's busy time
+-- is busy_before(e) - busy_before(s): two ASOF look-ups instead of a range join of the calls with the intervals
+busy_cum AS (SELECT s, e, coalesce(sum(e - s) OVER (ORDER BY s ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)
+                          AS before_ns FROM busy),
+at_s AS (SELECT c.pid, c.tid, c.s, c.e, coalesce(b.before_ns + least(c.s, b.e) - b.s, 0) AS before_s
+         FROM (SELECT DISTINCT pid, tid, s, e FROM calls) c ASOF LEFT JOIN busy_cum b ON b.s <= c.s),
+covered AS (SELECT a.pid, a.tid, a.s, a.e, coalesce(b.before_ns + least(a.e, b.e) - b.s, 0) - a.before_s AS busy_ns
+            FROM at_s a ASOF LEFT JOIN busy_cum b ON b.s <= a.e),
 enclosing AS (SELECT c.pid, c.tid, c.s, c.e, arg_max(h.name, h.start_ns) AS caller
               FROM calls c JOIN host_ops h ON h.start_ns <= c.s AND h.start_ns + h.dur_ns >= c.e
               WHERE h.run_id = $run AND h.pid = c.pid AND h.tid = c.tid AND h.name NOT LIKE 'ProfilerStep%'

@@ -110,12 +110,13 @@ def log_recompiles(store: Store, run_id: int) -> int:
     return int(store.cursor().execute(sql, [run_id]).fetchall()[0][0])
 
 
-def churn(store: Store, run_id: int) -> dict[str, Any]:
+def churn(store: Store, run_id: int, compiles: dict[str, Any] | None = None) -> dict[str, Any]:
     """Compile calls, log recompiles, token counts per step (a step's tokens: its matmul M, else its prefill
-    length) and the buckets over them."""
+    length) and the buckets over them.  ``compiles``: the run's compile_events when the caller has them."""
     steps = step_lengths(store, run_id)
     tokens = [s["tokens"] or s["q_len"] for s in steps if (s["tokens"] or s["q_len"])]
-    return {"compile": compile_events(store, run_id), "log_recompiles": log_recompiles(store, run_id),
+    compiles = compile_events(store, run_id) if compiles is None else compiles
+    return {"compile": compiles, "log_recompiles": log_recompiles(store, run_id),
             "steps_with_lengths": len(tokens), **buckets(tokens)}  # fmt: skip
 
 
@@ -139,11 +140,12 @@ def extend_recompile(found: list, store: Store, run_id: int, platform: str, seve
     """The ``recompile`` findings of diag.analyses.findings, extended: the timed compile finding replaces the
     count-only one (one finding per cause), and the all-dynamic finding names the buckets when the steps' token
     counts churn (at least ``min_distinct_lengths`` of them)."""
-    timed = compile_finding(store, run_id, platform, severity_of)
+    compiles = compile_events(store, run_id)  # once: the timed finding and the churn both read them
+    timed = compile_finding(store, run_id, platform, severity_of, compiles)
     out = found if timed is None else [f for f in found if "compile_calls" not in f.evidence] + [timed]
     dynamic = [f for f in out if "dynamic_ops" in f.evidence]
     if dynamic and timed is None:
-        c = churn(store, run_id)
+        c = churn(store, run_id, compiles)
         if c["distinct_lengths"] >= rules()["thresholds"]["min_distinct_lengths"]:
             for f in dynamic:
                 f.title += tr("finding.recompile.all_dynamic.title_buckets", buckets=bucket_text(c))
@@ -152,17 +154,21 @@ def extend_recompile(found: list, store: Store, run_id: int, platform: str, seve
     return out
 
 
-def compile_finding(store: Store, run_id: int, platform: str, severity_of: Any) -> Any:
+def compile_finding(
+    store: Store, run_id: int, platform: str, severity_of: Any, compiles: dict[str, Any] | None = None
+) -> Any:
     """The ``recompile`` Finding when compile time is material (``[thresholds]`` of shape_fixes.toml), with the
-    step it stalls most and the buckets; else None.  ``severity_of(pct)`` is the findings' severity scale."""
+    step it stalls most and the buckets; else None.  ``severity_of(pct)`` is the findings' severity scale;
+    ``compiles``: the run's compile_events when the caller has them."""
     from diag.analyses.finding import Finding
 
-    comp, t = compile_events(store, run_id), rules()["thresholds"]
+    comp = compile_events(store, run_id) if compiles is None else compiles
+    t = rules()["thresholds"]
     capture = _capture_ns(store, run_id)
     pct = 100.0 * comp["total_ns"] / capture if capture else 0.0
     if comp["total_ns"] < t["min_compile_ms"] * 1e6 or pct < t["min_compile_pct"]:
         return None  # checked before the lengths are read: most runs stop here, cheaply
-    c = churn(store, run_id)
+    c = churn(store, run_id, comp)
     key = "finding.recompile.compile_time.title"
     title = tr(key, calls=comp["calls"], ms=comp["total_ns"] / 1e6, pct=pct)
     worst = comp["worst_step"]

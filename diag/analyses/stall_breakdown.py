@@ -294,9 +294,11 @@ def breakdown(store: Store, run_id: int) -> Breakdown:
         preparing = {
             step: int(first - host_start)
             for step, host_start, first in cur.execute(
-                """SELECT r.step, r.start_ns, min(t.s) FROM steps r JOIN _tasks t
-                     ON t.s >= r.start_ns AND t.s < r.end_ns AND t.bucket <> 'memcpy'
-                   WHERE r.run_id = $run GROUP BY r.step, r.start_ns""",
+                # the first such task at or after the step's start (ASOF), kept when it starts inside the step:
+                # min(t.s) of the tasks inside the step without a range join of every step with every task
+                """WITH t AS (SELECT s FROM _tasks WHERE bucket <> 'memcpy')
+                   SELECT r.step, r.start_ns, min(t.s) FROM steps r ASOF JOIN t ON t.s >= r.start_ns
+                   WHERE r.run_id = $run AND t.s < r.end_ns GROUP BY r.step, r.start_ns""",
                 {"run": run_id},
             ).fetchall()
         }
