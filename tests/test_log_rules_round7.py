@@ -37,7 +37,9 @@ TRAIN_CASES = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("file", "category", "severity", "key"), TRAIN_CASES, ids=[c[0][:6] for c in TRAIN_CASES])
+@pytest.mark.parametrize(
+    ("file", "category", "severity", "key"), TRAIN_CASES, ids=[c[0][:6] for c in TRAIN_CASES]
+)
 def test_train_excerpt_top_cause_and_lead_line(file: str, category: str, severity: str, key: str) -> None:
     assert half_of(file) == "train", f"{file} is in the held half: rules are written against train only"
     got_category, got_severity, raw = diagnose(WILD / file)
@@ -95,3 +97,30 @@ NEIGHBOURS = [
 def test_neighbouring_lines_keep_their_rule(line: str, rule_id: str | None) -> None:
     (rec,) = classify_lines([line])
     assert rec["rule_id"] == rule_id, rec
+
+
+# TORCH_LOGS=recompiles (torch/_logging/_internal.py TorchLogsFormatter) repeats the header on every line of one message
+_HEAD = "V0721 23:40:59.397000 2159156 torch/_dynamo/guards.py:3006] [1/37] [__recompiles]"
+
+
+def test_torch_logs_message_over_lines_is_one_record() -> None:
+    lines = [
+        f"{_HEAD} Recompiling function forward in /src/transformer_flux.py:381",
+        f"{_HEAD}     triggered by the following guard failure(s):",
+        f"{_HEAD}     - 1/36: ___check_obj_id(self._modules['attn'].processor, 140462015041104)",
+        "V0721 23:41:02.113000 2159156 torch/_dynamo/guards.py:3006] [1/38] [__recompiles] Recompiling function "
+        "forward in /src/transformer_flux.py:381",
+    ]
+    recs = classify_lines(lines)
+    assert [r["line_no"] for r in recs] == [1, 4]
+    assert (recs[0]["rule_id"], recs[0]["category"]) == ("recompile_identity_guard", "recompile")
+    assert "Recompiling function forward" in recs[0]["raw"] and "___check_obj_id" in recs[0]["raw"]
+
+
+def test_same_header_without_indent_or_another_stamp_starts_a_record() -> None:
+    lines = [
+        f"{_HEAD} Recompiling function forward in /src/a.py:1",
+        f"{_HEAD} Recompiling function forward in /src/b.py:2",  # the same call site twice, not indented
+        "V0721 23:40:59.397001 2159156 torch/_dynamo/guards.py:3006] [1/37] [__recompiles]     - 1/36: x == 1",
+    ]
+    assert [r["line_no"] for r in classify_lines(lines)] == [1, 2, 3]
