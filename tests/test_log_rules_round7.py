@@ -124,3 +124,23 @@ def test_same_header_without_indent_or_another_stamp_starts_a_record() -> None:
         "V0721 23:40:59.397001 2159156 torch/_dynamo/guards.py:3006] [1/37] [__recompiles]     - 1/36: x == 1",
     ]
     assert [r["line_no"] for r in classify_lines(lines)] == [1, 2, 3]
+
+
+def test_glog_line_with_the_year_has_its_level_and_time() -> None:
+    # glog ≥ 0.7 (Mooncake's transfer engine): "Lyyyymmdd hh:mm:ss.uuuuuu tid file:line] msg"
+    line = (
+        "E20260106 06:43:02.966156  5793 ascend_direct_transport.cpp:820] Failed to connect to target: "
+        "172.17.0.16:25482, status: 103900"
+    )
+    (rec,) = classify_lines([line])
+    assert (rec["level"], rec["tid"], rec["src"]) == ("ERROR", 5793, "ascend_direct_transport.cpp:820")
+    assert rec["ts_ns"] == 1767681782966156000  # 2026-01-06 06:43:02.966156 as if UTC
+    assert (rec["rule_id"], rec["category"]) == ("unclassified_glog_status", "unclassified_error")
+
+
+def test_glog_year_line_leads_the_engine_records_that_echo_it() -> None:
+    file = "w5_052_mooncake_ascend_direct_connect_103900_transfer_failed_vllm_ascend_5635.log"
+    assert half_of(file) == "train"
+    category, severity, raw = diagnose(WILD / file)
+    assert (category, severity) == ("unclassified_error", "medium")
+    assert "Failed to connect to target: 172.17.0.16:25482, status: 103900" in raw
