@@ -66,6 +66,8 @@ WORDINGS = [
     ("NPU out of memory. Tried to allocate more than 1EB memory.", "oom_implausible_size", "unclassified_error"),
     ("torch.OutOfMemoryError: NPU out of memory. Tried to allocate 8.00 PiB (NPU 0; 60.96 GiB total capacity)",
      "oom_implausible_size", "unclassified_error"),
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1073741824.00 GiB. GPU 0 has a total capacity "
+     "of 79.14 GiB of which 70.12 GiB is free.", "cuda_oom_implausible_size", "unclassified_error"),
     ("../aten/src/ATen/native/cuda/TensorCompare.cu:110: _assert_async_cuda_kernel: block: [0,0,0], thread: "
      "[0,0,0] Assertion `probability tensor contains either `inf`, `nan` or element < 0` failed.",
      "cuda_sampling_probability_assert", "unclassified_error"),
@@ -87,6 +89,8 @@ NEIGHBOURS = [
     ("NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 60.96 GiB total capacity; 58.10 GiB already allocated)",
      "oom_torch_npu"),
     ("torch.OutOfMemoryError: NPU out of memory. Tried to allocate 1024.00 GiB", "oom_torch_npu"),
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of "
+     "79.14 GiB", "cuda_oom_torch"),
     # an ATen index assert is still not the sampling one
     ("/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1422: indexSelectLargeIndex: block: [0,0,0], thread: [0,0,0] "
      "Assertion `srcIndex < srcSelectDimSize` failed.", None),
