@@ -44,6 +44,9 @@ FORMS: tuple[tuple[str, str], ...] = (
            rf"(?:{_EM_TS}\s*)?(?P<msg>.*)$"),
     ("em_title", rf"^\[PID: ?(?P<pid>\d+)\] {_EM_TS} (?P<msg>.*)$"),
     ("c10", rf"^\[(?P<level>[WEI])(?:{_MD_HMS})? ?(?P<src>[\w./-]+:\d+)\] (?:Warning: )?(?P<msg>.*)$"),
+    # glog ≥ 0.7 prints the year too ("E20260106 06:43:02.966156  5793 ascend_direct_transport.cpp:820] …", Mooncake)
+    ("glog_year", rf"^(?P<level>[IWEF])(?P<Y>\d{{4}})(?P<M>\d\d)(?P<D>\d\d) {_HMS}\.(?P<f>\d+)\s+(?P<tid>\d+) "
+                  r"(?P<src>[^\s\]]+:\d+)\] ?(?P<msg>.*)$"),
     ("glog", rf"^(?P<level>[IWEF]){_MD_HMS}\s+(?P<tid>\d+) (?P<src>[^\s\]]+:\d+)\] ?(?P<msg>.*)$"),
     ("mindie", rf"^\[{_TS} {_HMS}[.,](?P<f>\d+)\] \[(?P<level>[A-Za-z]+)\] \[(?P<tid>\d+)\] \[(?P<src>[^\]]+:\d+)\] ?(?P<msg>.*)$"),
     # MindIE service / LLM default layout ("[yyyy-mm-dd hh:mm:ss.uuuuuu][processid] [threadid] [llm] [loglevel][file:line]

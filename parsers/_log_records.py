@@ -34,13 +34,20 @@ from parsers._log_grammar import COLUMNS, CONT, DEVICE_RX, LINE_FIELDS, RANK_RX
 
 YEAR_WINDOW_NS = 24 * 3600 * 10**9
 CONTINUATION_GAP_LINES = 50  # a continuation this many lines after its source's previous line starts a record
+# The header of a glog-style line as PyTorch's TORCH_LOGS formatter writes it (torch/_logging/_internal.py
+# TorchLogsFormatter: level letter, stamp to the microsecond, pid, file:line], then the trace id and artifact tags
+# "[1/37] [__recompiles]") — it repeats the whole header before every line of a multi-line message, so a line whose
+# header is the previous line's and whose text is indented (or empty) is the same log call's next line
+# ("Recompiling function …", "    triggered by the following guard failure(s):", "    - 1/36: ___check_obj_id(…)").
+_CALL_HEADER = r"[IWEFVD]\d{3,4} \d\d:\d\d:\d\d\.\d{6} +\d+ [^\s\]]+:\d+\](?: \[[^\]\n]*\])*"
 _SLACK_NS = 10**9  # second-resolution stamps (vLLM, torch_npu) round down
 
 
 def mark_starts(lines: pl.DataFrame, plog_mode: bool) -> pl.DataFrame:
     """A recognised header starts a record; in a console capture so does any line that is not a continuation,
     and an unprefixed line after a blank one (pasted or concatenated logs: the next one's indented first lines are
-    its own; a prefixed process's record goes on, the blank line is not known to be its)."""
+    its own; a prefixed process's record goes on, the blank line is not known to be its) — but not an indented line
+    under the same TORCH_LOGS header as the line above (``_CALL_HEADER``: one multi-line message)."""
     start = pl.col("form").is_not_null()
     if not plog_mode:
         after_blank = (pl.col("ord").cast(pl.Int64) - pl.col("ord").cast(pl.Int64).shift(1)) > 1
@@ -48,6 +55,9 @@ def mark_starts(lines: pl.DataFrame, plog_mode: bool) -> pl.DataFrame:
             "line_src"
         ).is_null()  # a blank line has no prefix: it ends only the file's own record
         start = start | ~pl.col("c").str.contains(CONT) | (after_blank.fill_null(False) & unprefixed)
+        indented_head = pl.col("c").str.extract(f"^({_CALL_HEADER})(?:  +\\S| *$)", 1)
+        same_call = indented_head == pl.col("c").str.extract(f"^({_CALL_HEADER})", 1).shift(1)
+        start = start & ~same_call.fill_null(False)
     return lines.with_columns(start=start)
 
 

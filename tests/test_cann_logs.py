@@ -283,6 +283,7 @@ RULE_EXAMPLES = {
     "device_aicpu_exception": "[ERROR] RUNTIME(16243,msame):2022-09-22-11:27:01.794.510 [api_c.cc:661]16243 rtStreamSynchronize:[EXEC][DEFAULT]ErrCode=507018, desc=[aicpu exception], InnerCode=0x715002a",
     "device_aicore_exception": "EZ9999: [PID: 838] 2025-09-04-09:50:11.954.378 The error from device(chipId:6, dieId:0), serial number is 8, there is an exception of aivec error, core id is 40, error code = 0",
     "oom_torch_npu": "RuntimeError: NPU out of memory. Tried to allocate 22.00 MiB (NPU 0; 60.97 GiB total capacity; 10.24 GiB already allocated; 10.24 GiB current active; 19.52 MiB free; 10.65 GiB reserved in total by PyTorch)",
+    "oom_implausible_size": "RuntimeError: NPU out of memory. Tried to allocate more than 1EB memory.",
     "oom_kv_cache": "(EngineCore_DP0 pid=30023) ERROR 11-26 11:43:04 [core.py:708] ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.",
     "oom_cann": "[PID: 1613532] 2026-03-24-12:14:45.885.234 Memory_Allocation_Failure(EL0004): Failed to allocate memory.",
     "hccl_notify_timeout": "EI0002: [PID: 13075] 2025-06-25-10:45:23.586.187 The wait execution of the Notify register times out. Reason: The Notify register has not received the Notify record from remote rank: [unknown].",

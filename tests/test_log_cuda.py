@@ -152,6 +152,10 @@ RULE_LINES = {
     "handle, opa, opb, m, n, k, &falpha, a, CUDA_R_16F, lda, b, CUDA_R_16F, ldb, &fbeta, c, CUDA_R_16F, ldc, "
     "CUDA_R_32F, CUBLAS_GEMM_DEFAULT_TENSOR_OP)`",
     "cuda_xid": "[ 1234.567890] NVRM: Xid (PCI:0000:3b:00): 79, pid=2345, GPU has fallen off the bus.",
+    "cuda_oom_implausible_size": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1073741824.00 GiB.",
+    "cuda_sampling_probability_assert": "/pytorch/aten/src/ATen/native/cuda/TensorCompare.cu:110: "
+    "_assert_async_cuda_kernel: block: [0,0,0], thread: [0,0,0] Assertion `probability tensor contains either `inf`, "
+    "`nan` or element < 0` failed.",
     "cuda_exit_sigsegv": "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -11) local_rank: 0 "
     "(pid: 4126) of binary: /usr/bin/python3",
     "cuda_exit_sigkill": "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 3 "
@@ -184,6 +188,8 @@ EXPECTED = {  # rule → (category, severity)
     "cuda_torch_without_cuda": ("version_mismatch", "high"),
     "cuda_unclassified_error": ("unclassified_error", "medium"),
     "cuda_xid": ("device_exception", "high"), "cuda_noise_nccl_info": ("info_noise", "none"),
+    "cuda_sampling_probability_assert": ("unclassified_error", "medium"),
+    "cuda_oom_implausible_size": ("unclassified_error", "medium"),
     "cuda_noise_nccl_library": ("info_noise", "none"), "cuda_noise_torch_nccl_env": ("info_noise", "none"),
     "cuda_noise_torchvision_image": ("info_noise", "none"), "cuda_noise_python_warning": ("info_noise", "none"),
 }  # fmt: skip
