@@ -178,7 +178,8 @@ def _candidates(
                          file_first_ns NULLS LAST, file_id, record_no)[1:{n_ev}]
                AS evidence,
            arg_min(figures, record_no) FILTER (WHERE figures IS NOT NULL) AS figures
-    FROM g GROUP BY episode, category"""
+    FROM g GROUP BY episode, category
+    ORDER BY episode, category  -- ties (untimed episodes, equal keys) in one order, not the hash table's"""
     cur = store.cursor()
     cols = ["episode", "category", "n", "first_ns", "last_ns", "sev", "role", "cat_rank", "rule_ids", "codes",
             "ranks", "files", "origins", "evidence", "figures"]  # fmt: skip
