@@ -178,7 +178,8 @@ def _candidates(
                          file_first_ns NULLS LAST, file_id, record_no)[1:{n_ev}]
                AS evidence,
            arg_min(figures, record_no) FILTER (WHERE figures IS NOT NULL) AS figures
-    FROM g GROUP BY episode, category"""
+    FROM g GROUP BY episode, category
+    ORDER BY episode, category  -- ties (untimed episodes, equal keys) in one order, not the hash table's"""
     cur = store.cursor()
     cols = ["episode", "category", "n", "first_ns", "last_ns", "sev", "role", "cat_rank", "rule_ids", "codes",
             "ranks", "files", "origins", "evidence", "figures"]  # fmt: skip
@@ -194,7 +195,13 @@ def root_causes(
 ) -> list[RootCause]:
     """Ranked root-cause candidates of the logs of ``run_id`` / ``job_id`` (neither: every log in the store),
     of one ``episode`` when given (numbers from ``log_episodes.episodes`` of the same scope)."""
-    cands = _candidates(store, run_id, job_id, episode)
+    return _ranked(store, _candidates(store, run_id, job_id, episode))
+
+
+def _ranked(store: Store, cands: list[dict[str, Any]]) -> list[RootCause]:
+    """``root_causes`` of candidates (``_candidates`` rows, left unchanged: those of several episodes can be
+    ranked again, one episode's alone, without running the episode SQL over every record once more)."""
+    cands = [dict(c) for c in cands]  # _unexplained_stop raises a candidate's severity in place
     by_episode: dict[int, list[dict[str, Any]]] = {}
     for c in cands:
         by_episode.setdefault(c["episode"], []).append(c)
@@ -237,9 +244,15 @@ def _unexplained_stop(top: dict[str, Any]) -> None:
 
 def episodes(store: Store, run_id: int | None = None, job_id: int | None = None) -> list[Episode]:
     """The scope's episodes, each with its top root cause (``root_cause``) and whether it is an incident."""
-    eps = log_episodes.episodes(store, run_id, job_id)
+    return _with_top_causes(
+        log_episodes.episodes(store, run_id, job_id), root_causes(store, run_id, job_id=job_id)
+    )
+
+
+def _with_top_causes(eps: list[Episode], causes: list[RootCause]) -> list[Episode]:
+    """``eps`` with each one's top root cause (``causes``: those of every episode of the same scope)."""
     top: dict[int, RootCause] = {}
-    for rc in root_causes(store, run_id, job_id=job_id):
+    for rc in causes:
         top.setdefault(rc.episode, rc)
     for ep in eps:
         rc = top.get(ep.episode)
@@ -271,7 +284,9 @@ def log_scope(
 ) -> LogScope:
     """The root causes of ``episode``, else (no run / job, not ``every_episode``) of the latest incident
     episode, else of every episode of the scope."""
-    eps = episodes(store, run_id, job_id)
+    cands = _candidates(store, run_id, job_id)  # every episode's, once: the chosen one's are among them
+    every = _ranked(store, cands)
+    eps = _with_top_causes(log_episodes.episodes(store, run_id, job_id), every)
     if episode is not None:
         chosen = next((e for e in eps if e.episode == episode), None)
         if chosen is None:
@@ -280,7 +295,7 @@ def log_scope(
         chosen = latest_incident(eps)
     else:
         chosen = None
-    causes = root_causes(store, run_id, job_id=job_id, episode=chosen.episode if chosen else None)
+    causes = every if chosen is None else _ranked(store, [c for c in cands if c["episode"] == chosen.episode])
     if chosen is None:
         return LogScope(causes, eps, None, t("log_scope.every", n=len(eps)), "")
     latest = "log_scope.latest_incident" if chosen.incident else "log_scope.latest"

@@ -88,28 +88,41 @@ NCCL_WARN_RX = r"^(?:[^\n]*?[\s:\]])?[\w.-]+:\d+:\d+ \[\d+\] [^\n ]+:\d+ NCCL WA
 def episode_ctes(run_id: int | None = None, job_id: int | None = None) -> tuple[str, list[Any]]:
     """CTEs (no leading WITH) that end in ``ep``, and their parameters: one row per flagged record of the scope
     (a run, a job's runs, or every log) with ``src`` (its source: the console prefix, '' for the file's
-    unprefixed output), ``eff_ns`` / ``eff_rank`` (its own or its source's) and ``episode``."""
+    unprefixed output), ``eff_ns`` / ``eff_rank`` (its own or its source's) and ``episode``.
+
+    Millions of records, few flagged: only the flagged rows carry their text (``raw``) through the CTEs; blocks
+    of lines (``blk``) are counted only in files with an untimed flagged record (the one use of a block: the
+    records such a one may borrow a time from, and its episode key; elsewhere ``blk`` is 0), from narrow columns,
+    the text read (and its regexps run) only at the few holes in the line numbers."""
     where, params = scope_filter(run_id, job_id)
     s = settings()
     gap_ns = int(float(s["gap_s"]) * 1e9)
     near = int(s["borrow_time_records"])
+    flag = "l.category IS NOT NULL AND l.severity <> 'none'"
     ctes = f"""
-    marks AS (SELECT l.*, regexp_matches(l.raw, '{ELISION_RX}') OR regexp_matches(l.raw, '{CHAIN_RX}') AS elided,
-                     regexp_matches(l.raw, '{NCCL_WARN_RX}') AS nccl_warn FROM log_records l WHERE true{where}),
-    cut AS (SELECT l.* EXCLUDE (elided, nccl_warn),
-                   CASE WHEN l.line_no > max(l.line_no + coalesce(l.line_count, 1)) OVER w
-                              AND NOT l.elided AND NOT coalesce(lag(l.elided) OVER w, false)
-                              AND NOT (l.nccl_warn AND l.line_no = max(l.line_no + coalesce(l.line_count, 1)) OVER w + 1)
+    ufiles AS (SELECT DISTINCT l.file_id FROM log_records l WHERE {flag} AND l.ts_ns IS NULL{where}),
+    pos AS (SELECT l.file_id, l.record_no, l.line_no, l.ts_ns, l.origin, {SOURCE_SQL} AS src,
+                   max(l.line_no + coalesce(l.line_count, 1)) OVER w AS prev_end, lag(l.record_no) OVER w AS prev_no
+            FROM log_records l WHERE l.file_id IN (SELECT file_id FROM ufiles){where}
+            WINDOW w AS (PARTITION BY l.file_id ORDER BY l.record_no
+                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)),
+    holes AS (SELECT * FROM pos WHERE line_no > prev_end),
+    cut AS (SELECT h.file_id, h.record_no,
+                   CASE WHEN NOT (regexp_matches(c.raw, '{ELISION_RX}') OR regexp_matches(c.raw, '{CHAIN_RX}'))
+                              AND NOT coalesce(regexp_matches(p.raw, '{ELISION_RX}')
+                                               OR regexp_matches(p.raw, '{CHAIN_RX}'), false)
+                              AND NOT (regexp_matches(c.raw, '{NCCL_WARN_RX}') AND h.line_no = h.prev_end + 1)
                         THEN 1 ELSE 0 END AS gap
-            FROM marks l WINDOW w AS (PARTITION BY l.file_id ORDER BY l.record_no
-                                      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)),
-    scope AS (SELECT l.* EXCLUDE (gap), {SOURCE_SQL} AS src,
-                     coalesce('job:' || r.job_id, 'run:' || l.run_id, 'none') AS part,
-                     sum(l.gap) OVER (PARTITION BY l.file_id ORDER BY l.record_no) AS blk
-              FROM cut l LEFT JOIN runs r USING (run_id)),
-    flagged AS (SELECT * FROM scope WHERE category IS NOT NULL AND severity <> 'none'),
-    timed AS (SELECT file_id, src, blk, record_no, ts_ns, origin FROM scope WHERE ts_ns IS NOT NULL
-              AND file_id IN (SELECT file_id FROM flagged WHERE ts_ns IS NULL)),
+            FROM holes h JOIN log_records c ON c.file_id = h.file_id AND c.record_no = h.record_no
+            LEFT JOIN log_records p ON p.file_id = h.file_id AND p.record_no = h.prev_no),
+    blocks AS (SELECT p.file_id, p.record_no, p.ts_ns, p.origin, p.src,
+                      sum(coalesce(cut.gap, 0)) OVER (PARTITION BY p.file_id ORDER BY p.record_no) AS blk
+               FROM pos p LEFT JOIN cut USING (file_id, record_no)),
+    flagged AS (SELECT l.*, {SOURCE_SQL} AS src, coalesce('job:' || r.job_id, 'run:' || l.run_id, 'none') AS part,
+                       coalesce(b.blk, 0) AS blk
+                FROM log_records l LEFT JOIN runs r USING (run_id) LEFT JOIN blocks b USING (file_id, record_no)
+                WHERE {flag}{where}),
+    timed AS (SELECT file_id, src, blk, record_no, ts_ns, origin FROM blocks WHERE ts_ns IS NOT NULL),
     back AS (SELECT f.file_id, f.record_no, t.ts_ns AS b_ns, f.record_no - t.record_no AS b_dist,
                     f.origin IS NULL OR t.origin IS NULL OR f.origin = t.origin AS b_ok
              FROM (SELECT * FROM flagged WHERE ts_ns IS NULL) f
@@ -120,8 +133,11 @@ def episode_ctes(run_id: int | None = None, job_id: int | None = None) -> tuple[
             FROM (SELECT * FROM flagged WHERE ts_ns IS NULL) f
             ASOF JOIN timed t ON f.file_id = t.file_id AND f.src = t.src AND f.blk = t.blk
                   AND f.record_no <= t.record_no),
-    srank AS (SELECT file_id, src, min(rank) AS src_rank FROM scope WHERE rank IS NOT NULL
-              AND file_id IN (SELECT file_id FROM flagged) GROUP BY file_id, src HAVING count(DISTINCT rank) = 1),
+    srank AS (SELECT file_id, src, min(rank) AS src_rank
+              FROM (SELECT DISTINCT l.file_id, {SOURCE_SQL} AS src, l.rank
+                    FROM (SELECT DISTINCT l.file_id, l.origin, l.rank FROM log_records l WHERE l.rank IS NOT NULL
+                          AND l.file_id IN (SELECT l.file_id FROM log_records l WHERE {flag}{where}){where}) l)
+              GROUP BY file_id, src HAVING count(DISTINCT rank) = 1),
     e AS (SELECT f.*, coalesce(f.ts_ns,
                    CASE WHEN b.b_dist <= {near} AND b.b_ok AND (a.a_dist IS NULL OR b.b_dist <= a.a_dist
                                                                OR NOT a.a_ok) THEN b.b_ns
@@ -139,7 +155,7 @@ def episode_ctes(run_id: int | None = None, job_id: int | None = None) -> tuple[
                                                   min(record_no)) AS episode
                  FROM keyed GROUP BY ekey),
     ep AS (SELECT keyed.*, numbered.episode FROM keyed JOIN numbered USING (ekey))"""
-    return ctes, params
+    return ctes, params * ctes.count(where) if where else params
 
 
 @dataclass
