@@ -32,6 +32,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,17 @@ def connect(address: str | None) -> bool:
     except (ConnectionError, RuntimeError, ValueError) as exc:  # no cluster there, a bad address
         raise DiagError(f"--address {address}: cannot join a Ray cluster ({one_line(exc)})") from None
     return True
+
+
+@contextmanager
+def ray_session(address: str | None) -> Iterator[None]:
+    """Ray joined (or started) for the block; shut down after it only when this block started it."""
+    started = connect(address)
+    try:
+        yield
+    finally:
+        if started:
+            import_ray().shutdown()
 
 
 # -- the driver ----------------------------------------------------------------------------------------------
@@ -344,18 +356,14 @@ def ingest_with_progress(
 ) -> IngestSummary:  # fmt: skip
     """``run_on_ray`` for the CLI: Ray joined (or started) for the ingest; the bytes bar ``bar`` (advanced per
     file by the caller's report) also counts the tasks done."""
-    started = connect(address)
     tasks = {"total": 0, "done": 0}
 
     def task_done() -> None:
         tasks["done"] += 1
         progress.update(bar, description=f"{tasks['done']}/{tasks['total']} Ray tasks done")
 
-    try:
+    with ray_session(address):
         return run_on_ray(
             ing, writer, candidates, refused,
             on_tasks=lambda n: tasks.update(total=n), on_task_done=task_done,
         )  # fmt: skip
-    finally:
-        if started:
-            import_ray().shutdown()

@@ -208,14 +208,10 @@ def lake_of_engine(engine: str, db: str, address: str | None) -> Path | None:
 
 def cluster_views_on_ray(db: str, job: int | None, address: str | None, job_ids: Any) -> list[c.ClusterView]:
     """``diag cluster --engine ray``: the jobs ``job_ids(store, job)`` names, each reduced from its runs' tasks."""
-    from diag.engine_ray import connect, import_ray
+    from diag.engine_ray import ray_session
     from diag.store import Store
 
     with Store(db, read_only=True) as store:
         ids = job_ids(store, job)
-    started = connect(address)
-    try:
+    with ray_session(address):
         return [cluster_view_on_ray(Path(db).parent, j) for j in ids]
-    finally:
-        if started:
-            import_ray().shutdown()

@@ -47,14 +47,10 @@ def _run_ids(store: Store, run: int | None) -> list[int]:
 
 def _device_findings_on_ray(lake, ids: list[int], address: str | None):
     """#23: each run's device findings as a Ray task over the lake (equal to the local ones, tested)."""
-    from diag.engine_ray import connect, import_ray
+    from diag.engine_ray import ray_session
 
-    started = connect(address)
-    try:
+    with ray_session(address):
         return device_findings_on_ray(lake, ids)
-    finally:
-        if started:
-            import_ray().shutdown()
 
 
 def findings(
