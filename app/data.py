@@ -17,7 +17,14 @@ from app import state
 from diag.analyses import cluster as cluster_analysis
 from diag.analyses import compare as compare_analysis
 from diag.analyses import counts as counts_analysis
-from diag.analyses import cpu_fallback, kernel_summary, log_diagnosis, postmortem_notes, stall_breakdown
+from diag.analyses import (
+    cpu_fallback,
+    kernel_summary,
+    log_diagnosis,
+    postmortem_notes,
+    serving_compare,
+    stall_breakdown,
+)
 from diag.analyses import findings as findings_analysis
 from diag.analyses import memory as memory_analysis
 from diag.analyses import memory_logs as memory_logs_analysis
@@ -296,7 +303,7 @@ def serving_acceptance(fp: str) -> list[dict]:
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def _serving_comparison(fp: str, rules_stamp: str, serving_a: int, serving_b: int) -> dict:
-    return serving_analysis.compare_serving(store().cursor(), serving_a, serving_b)
+    return serving_compare.compare_serving(store().cursor(), serving_a, serving_b)
 
 
 def serving_comparison(fp: str, serving_a: int, serving_b: int) -> dict:
@@ -316,7 +323,7 @@ def serving_for_runs(fp: str, run_ids: tuple[int, ...]) -> list[dict]:
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def _serving_comparison_for_runs(fp: str, rules_stamp: str, run_a: int, run_b: int) -> dict | None:
-    return serving_analysis.serving_comparison_for_runs(store().cursor(), run_a, run_b)
+    return serving_compare.serving_comparison_for_runs(store().cursor(), run_a, run_b)
 
 
 def serving_comparison_for_runs(fp: str, run_a: int, run_b: int) -> dict | None:

@@ -259,7 +259,7 @@ def _better(direction: str) -> str:
 
 
 def serving_comparison_frame(cmp: dict) -> pd.DataFrame:
-    """Serving figures of A and B side by side (diag.analyses.serving.compare_serving), worse ones marked."""
+    """Serving figures of A and B side by side (diag.analyses.serving_compare.compare_serving), worse ones marked."""
     return pd.DataFrame(
         [
             {

@@ -9,7 +9,7 @@ import tomllib
 
 import pytest
 
-from diag.analyses import serving
+from diag.analyses import serving_compare
 from diag.analyses.postmortem_memory import oom_statement, peak_statement
 from diag.analyses.postmortem_serving import check_text
 from diag.i18n import CATALOG_DIR, catalog, set_language
@@ -126,24 +126,24 @@ def test_serving_verdict_texts_in_both_languages():
     a = {"model": "qwen", "dataset": None, "input_tokens_mean": 100.0, "output_tokens_mean": 50.0,
          "max_concurrency": 8, "request_rate_rps": None, "platform": "ascend"}  # fmt: skip
     b = a | {"model": "llama", "max_concurrency": None, "platform": "cuda", "input_tokens_mean": 200.0}
-    assert serving.headline(HEADLINE_FIGURES, 5.0) == [
+    assert serving_compare.headline(HEADLINE_FIGURES, 5.0) == [
         "A reaches 60% of B's output throughput",
         "A is better on: TTFT p99 −50%",
     ]
     assert check_text(check) == "ttft p99 812.50 ms (limit 500.00 ms, margin -62%)"
-    assert serving._workload_warnings(a, b, 10.0) == [
+    assert serving_compare._workload_warnings(a, b, 10.0) == [
         "model differs: qwen vs llama",
         "dataset not stated in either result: check that both ran the same dataset",
         "mean input tokens per request differ: 100 vs 200",
         "max concurrency differs: 8 vs unlimited/not stated",
     ]
     set_language("zh")
-    assert serving.headline(HEADLINE_FIGURES, 5.0) == [
+    assert serving_compare.headline(HEADLINE_FIGURES, 5.0) == [
         "A 的输出吞吐达到 B 的 60%",
         "A 更好的指标：TTFT p99 −50%",
     ]
     assert check_text(check) == "ttft p99 812.50 ms（上限 500.00 ms，余量 -62%）"
-    assert serving._workload_warnings(a, b, 10.0) == [
+    assert serving_compare._workload_warnings(a, b, 10.0) == [
         "模型不同：qwen 对比 llama",
         "两个结果都没有说明数据集：请确认两者运行的是同一数据集",
         "每个请求的平均输入 token 数不同：100 对比 200",

@@ -77,13 +77,13 @@ def test_the_incident_log_explains_the_runs_ai_cpu_ops(sample_db: Path) -> None:
 
 
 def test_the_serving_pair_has_a_verdict_and_a_comparison(sample_db: Path) -> None:
-    from diag.analyses import serving
+    from diag.analyses import serving, serving_compare
     from diag.store import Store
 
     with Store(str(sample_db), read_only=True) as store:
         judged = {Path(r["file"]).name: r for r in serving.accept(store)}
         ascend, cuda = judged[ASCEND_SERVING], judged[CUDA_SERVING]
-        cmp = serving.compare_serving(store, ascend["serving_id"], cuda["serving_id"])
+        cmp = serving_compare.compare_serving(store, ascend["serving_id"], cuda["serving_id"])
     assert set(judged) == {ASCEND_SERVING, CUDA_SERVING}
     assert (ascend["platform"], ascend["hardware"], ascend["verdict"]) == ("ascend", "Ascend 910B3", "fail")
     assert (cuda["platform"], cuda["hardware"], cuda["verdict"]) == ("cuda", "NVIDIA H100/H800", "pass")

@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from diag.analyses import serving
+from diag.analyses import serving, serving_compare
 from diag.store import Store
 from parsers import detect_path
 from tests.conftest import CORPUS, FIXTURES, ROOT, SAMPLES, cli_json, ingest_into, run_cli
@@ -398,8 +398,8 @@ def test_serving_comparison_for_two_profiled_deployments(tmp_path):
     _ingest(db, ascend, cuda)
     with duckdb.connect(str(db), read_only=True) as con:
         runs = dict(con.execute("SELECT platform, run_id FROM runs").fetchall())
-        cmp = serving.serving_comparison_for_runs(con, runs["ascend"], runs["cuda"])
-        assert serving.serving_comparison_for_runs(con, runs["ascend"], runs["ascend"] + 100) is None
+        cmp = serving_compare.serving_comparison_for_runs(con, runs["ascend"], runs["cuda"])
+        assert serving_compare.serving_comparison_for_runs(con, runs["ascend"], runs["ascend"] + 100) is None
     assert (cmp["a"]["label"], cmp["b"]["label"]) == ("sweep.txt#1", "h100_result.json#1")
     assert (cmp["a"]["platform"], cmp["b"]["platform"]) == ("ascend", "cuda")
     assert cmp["b"]["linked_runs"] == [runs["cuda"]]
@@ -428,7 +428,7 @@ def test_cuda_vs_ascend_gaps_are_obvious(tmp_path):
     db = tmp_path / "gap.duckdb"
     _ingest(db, tmp_path)
     with duckdb.connect(str(db), read_only=True) as con:
-        cmp = serving.compare_serving(con, 1, 2)
+        cmp = serving_compare.compare_serving(con, 1, 2)
         acc = serving.accept(con)
     assert cmp["headline"] == [
         "A reaches 85% of B's output throughput",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from diag.analyses import serving
+from diag.analyses import serving, serving_compare
 from diag.i18n import t
 from diag.store import Store
 
@@ -55,7 +55,7 @@ def serving_story(
     comparison = None
     if baseline_run_id is not None:
         for run_id in run_ids:
-            comparison = serving.serving_comparison_for_runs(store, run_id, baseline_run_id)
+            comparison = serving_compare.serving_comparison_for_runs(store, run_id, baseline_run_id)
             if comparison:
                 break
     if comparison:

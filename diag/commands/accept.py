@@ -6,7 +6,8 @@ from typing import Annotated, Any
 
 import typer
 
-from diag.analyses.serving import accept, compare_serving, load_thresholds
+from diag.analyses.serving import accept, load_thresholds
+from diag.analyses.serving_compare import compare_serving
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
 from diag.commands._format import cell, escape, fmt_num, fmt_pct, table
 from diag.errors import DiagError
