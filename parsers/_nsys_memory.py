@@ -34,7 +34,7 @@ from parsers._base import ParseContext, ParseResult
 from parsers._memory_pairs import insert_pairs
 
 if TYPE_CHECKING:  # nsys_sqlite imports this module
-    from parsers.nsys_sqlite import Export, Stager
+    from parsers._sqlite_export import Export, Stager
 
 USAGE_TABLE, POOL_TABLE = "CUDA_GPU_MEMORY_USAGE_EVENTS", "CUDA_GPU_MEMORY_POOL_EVENTS"
 USAGE = {

@@ -35,7 +35,7 @@ from parsers import msprof_db_host
 from parsers._base import ParseContext, ParseResult, Probe
 from parsers._io import one_line
 from parsers._sql import task_kind
-from parsers.nsys_sqlite import SQLITE_MAGIC, Cols, Export, Stager, open_readonly
+from parsers._sqlite_export import SQLITE_MAGIC, Cols, Export, Stager, open_readonly
 
 NO_ID = 4294967295  # UINT32_MAX: the exporters' "invalid" (no context, no model)
 # Files of the text export that hold what a db file holds: when one sits beside the db, the text is read.

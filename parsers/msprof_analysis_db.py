@@ -18,9 +18,9 @@ from typing import Any
 from diag.errors import BadInputError
 from parsers._base import ParseContext, ParseResult, Probe
 from parsers._io import one_line, scaled_exact
+from parsers._sqlite_export import SQLITE_MAGIC, open_readonly
 from parsers.ascend_communication import _insert
 from parsers.ascend_profiler_db import db_tables, skipped_as_duplicate
-from parsers.nsys_sqlite import SQLITE_MAGIC, open_readonly
 
 TABLES = ("StepTraceTime", "CommAnalyzerTime", "CommAnalyzerBandwidth", "CommAnalyzerMatrix")
 TEXT_TWINS = ("step_trace_time.csv", "communication.json", "communication_matrix.json")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from diag.store import q
 from parsers._base import ParseContext, ParseResult
-from parsers.nsys_sqlite import Cols
+from parsers._sqlite_export import Cols
 
 
 def _b(col: str) -> tuple[str, str]:

@@ -25,8 +25,8 @@ from diag.analyses.temporal_breakdown import temporal_breakdown
 from diag.store import Store
 from parsers import detect_path
 from parsers._base import ParseContext
+from parsers._sqlite_export import Export, open_readonly, stage
 from parsers.kineto_trace import us_to_ns
-from parsers.nsys_sqlite import Export, open_readonly, stage
 from tests.conftest import FIXTURES, REAL_AICPU_TRACE, cli_json, ingest_into, query
 
 KINETO = FIXTURES / "kineto"
