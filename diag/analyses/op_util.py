@@ -40,7 +40,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from diag.analyses.counts import OP_TYPE_SQL
+from diag.analyses.counts import OP_TYPE_SQL, UNIQUE_KERNELS
 from diag.analyses.finding import thresholds
 from diag.analyses.op_util_cuda import cuda_kernel_rows_sql, has_cuda_kernels_only
 from diag.devices import Device, device_for_run, dtype_key
@@ -190,12 +190,9 @@ def _pmu_sql(metric: str) -> str:
 
 
 # One row per call (name, start): a call listed twice (two exports of one run) counts once, as first stored.
-# Picked by rowid, not DISTINCT ON: grouping the two keys alone costs a quarter of carrying every column.
-KERNEL_ROWS = SqlFragment("""SELECT name, op_type AS op, dur_ns, input_shapes, input_dtypes, output_shapes, output_dtypes,
-                   file_id, pmu_values, upper(accelerator_core) AS core, start_ns
-            FROM kernels
-            WHERE run_id = $run
-              AND rowid IN (SELECT min(rowid) FROM kernels WHERE run_id = $run GROUP BY name, start_ns)""")
+KERNEL_ROWS = SqlFragment(f"""SELECT name, op_type AS op, dur_ns, input_shapes, input_dtypes, output_shapes,
+                   output_dtypes, file_id, pmu_values, upper(accelerator_core) AS core, start_ns
+            FROM ({UNIQUE_KERNELS})""")
 
 
 def _util_sql(by: str, cuda: bool = False) -> str:
@@ -210,10 +207,12 @@ def _util_sql(by: str, cuda: bool = False) -> str:
     costs = ", ".join(f"{c} := {c}" for c in COST_OUTPUTS)
     # The shapes are costed once per distinct (op, shapes, dtypes), not per call: a run repeats a few of them over
     # every layer and step (17 among 81k calls of a 251 MB trace) and the list parsing was most of the query's
-    # time.  Each call looks its cost up in one list (NULL-safe, no join), so the calls reach the sums below in
-    # the order they did when each was costed where it stood.
+    # time.  Each call looks its cost up in one list (NULL-safe; a join on six strings cost more than it saved).
+    # The kernels rows are read twice rather than held (a held copy of 81k calls cost ~35 MB of peak RSS); a CUDA
+    # source, a join of its own, is computed once.
+    inline = "" if cuda else "NOT MATERIALIZED"
     return f"""
-        WITH k AS ({source}),
+        WITH k AS {inline} ({source}),
              sh AS (SELECT DISTINCT {shape.replace(" END", " END AS name")} FROM k),
              c AS ({cost_sql(SqlFragment("SELECT * FROM sh"))}),
              lookup AS (SELECT list(row({", ".join(COST_INPUTS)})) AS shapes, list(struct_pack({costs})) AS costs FROM c),
