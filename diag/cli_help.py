@@ -20,7 +20,6 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from typer import rich_utils
 from typer.core import TyperGroup
 
 from diag.i18n import catalog, current_language
@@ -78,6 +77,9 @@ def in_language(command: Any, name: str, ctx: Any) -> Iterator[None]:
     and typer's panel words in the current language; put back afterwards."""
     undo: list[tuple[Any, str, Any]] = []
     if current_language() != "en":
+        # imported here: it loads rich's Markdown (0.1 s) that a command which draws no help never needs
+        from typer import rich_utils
+
         _swap(command, "help", translated(f"cli.cmd.{name}.help", command.help), undo)
         for param in command.get_params(ctx):  # with the help option click adds
             _swap(param, "help", option_text(name, param), undo)

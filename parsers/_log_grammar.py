@@ -11,7 +11,8 @@ import re
 import numpy as np
 import polars as pl
 
-LEVELS = "ERROR|WARNING|INFO|DEBUG|EVENT|TRACE"
+from parsers._log_literals import LEVELS  # defined there: cann_log's detection reads it without Polars
+
 _TS = r"(?P<Y>\d{4})-(?P<M>\d\d)-(?P<D>\d\d)"
 _HMS = r"(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)"
 # Lines that may be plog headers: parsed by position, checked, and the rest sent through PLOG_RX.

@@ -22,6 +22,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+LEVELS = "ERROR|WARNING|INFO|DEBUG|EVENT|TRACE"  # the plog levels (parsers._log_grammar, parsers.cann_log)
+
 try:  # Python 3.11+
     import re._constants as _c
     import re._parser as _parser

@@ -41,6 +41,7 @@ reasons: ``parsers/_log_records.py``):
 from __future__ import annotations
 
 import contextlib
+import importlib
 import itertools
 import os
 import re
@@ -50,18 +51,36 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import polars as pl
-import pyarrow as pa
 
 from diag.errors import BadInputError
 from parsers._base import ParseContext, ParseResult, Probe
 from parsers._io import one_line
 from parsers._line_cap import CutLines, capped_blocks
-from parsers._log_grammar import COLUMNS, LEVELS, parse_lines, split_lines, split_lines_fast
-from parsers._log_records import enrich, group_records, mark_starts, to_table
-from parsers._log_rules import RULES_PATH, Rule, classify, load_rules  # noqa: F401  (re-exported)
+from parsers._log_literals import LEVELS
+
+if TYPE_CHECKING:
+    import polars as pl
+    import pyarrow as pa
+
+# The Polars side of the parser (grammar, records, rules: Polars, NumPy and PyArrow, 0.25 CPU-s and 64 MB to
+# import) is imported when a log is read or a rule is needed, not by `import parsers`: an ingest of a profiler
+# folder without logs never loads it (issue #25).
+_REEXPORTED = {  # names of the Polars side that stay reachable as cann_log.<name> (tests read them so)
+    "RULES_PATH": "_log_rules", "Rule": "_log_rules", "classify": "_log_rules", "load_rules": "_log_rules",
+    "COLUMNS": "_log_grammar", "parse_lines": "_log_grammar", "split_lines": "_log_grammar",
+    "split_lines_fast": "_log_grammar", "enrich": "_log_records", "group_records": "_log_records",
+    "mark_starts": "_log_records", "to_table": "_log_records",
+}  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    if name in _REEXPORTED:
+        return getattr(importlib.import_module(f"parsers.{_REEXPORTED[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 BLOCK_BYTES = 4 << 20
 MAX_LINE_BYTES = 64 << 20
@@ -127,6 +146,8 @@ def _looks_binary(head: bytes) -> bool:
 @lru_cache(maxsize=1)
 def _rule_words() -> tuple[re.Pattern[str], ...]:
     """The patterns of the classification rules that say something (not noise), for Python ``re``."""
+    from parsers._log_rules import load_rules
+
     return tuple(re.compile(r.pattern) for r in load_rules() if r.pattern and r.role != "noise")
 
 
@@ -263,6 +284,8 @@ def _file_of(ctx: ParseContext, first: bytes) -> _File:
 
 def block_lines(data: bytes, seen: _Text) -> list[str] | pl.Series:
     """The decoded lines of a block; a glued progress bar ("…it/s]") needs the line-by-line Python path."""
+    from parsers._log_grammar import split_lines, split_lines_fast
+
     text = _decode(data, seen)
     if not FAST_LINES or "it/s" in text or "s/it" in text:
         return split_lines(text)
@@ -271,6 +294,12 @@ def block_lines(data: bytes, seen: _Text) -> list[str] | pl.Series:
 
 def parse_block(data: bytes, line0: int, f: _File) -> tuple[pa.Table, _Text]:
     """One block of whole records → its rows (record_no from 1 within the block) and what decoding saw."""
+    import polars as pl
+
+    from parsers._log_grammar import COLUMNS, parse_lines
+    from parsers._log_records import enrich, group_records, mark_starts, to_table
+    from parsers._log_rules import classify, load_rules
+
     seen = _Text()
     parsed = mark_starts(parse_lines(block_lines(data, seen), line0), f.plog_mode)
     if parsed.is_empty():  # only blank lines

@@ -40,7 +40,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from diag.analyses.counts import OP_TYPE_SQL
+from diag.analyses.counts import OP_TYPE_SQL, UNIQUE_KERNELS
 from diag.analyses.finding import thresholds
 from diag.analyses.op_util_cuda import cuda_kernel_rows_sql, has_cuda_kernels_only
 from diag.devices import Device, device_for_run, dtype_key
@@ -173,17 +173,26 @@ def cost_sql(source: SqlFragment) -> str:
 
 
 MATMUL_CLASSES = ("matmul", "grouped_matmul")
+# What a call's cost is computed from (cost_sql): the op type (else, when it has none, the kernel name), shapes, dtypes
+COST_INPUTS = ("op", "name", "input_shapes", "input_dtypes", "output_shapes", "output_dtypes")
+COST_OUTPUTS = ("dtype0", "o0", "cost_class", "flops", "bytes")  # what the per-op sums read of cost_sql
+
+
+# A sum of DOUBLEs depends on the order of its terms in the last digits, and the order rows reach an aggregate
+# depends on the plan and the threads: every float sum is taken in the calls' (name, start) order, unique per call.
+IN_CALL_ORDER = "ORDER BY name, start_ns"
 
 
 def _pmu_sql(metric: str) -> str:
     """The duration-weighted mean of one PMU column over a group's calls (NULL where no call has it)."""
     v = f"pmu_values[list_position(names, '{metric}')]"
-    return f"sum({v} * dur_ns) / nullif(sum(dur_ns) FILTER (WHERE {v} IS NOT NULL), 0)"
+    return f"sum({v} * dur_ns {IN_CALL_ORDER}) / nullif(sum(dur_ns) FILTER (WHERE {v} IS NOT NULL), 0)"
 
 
-KERNEL_ROWS = SqlFragment("""SELECT DISTINCT ON (name, start_ns) name, op_type AS op, dur_ns, input_shapes, input_dtypes,
-                   output_shapes, output_dtypes, file_id, pmu_values, upper(accelerator_core) AS core
-            FROM kernels WHERE run_id = $run""")
+# One row per call (name, start): a call listed twice (two exports of one run) counts once, as first stored.
+KERNEL_ROWS = SqlFragment(f"""SELECT name, op_type AS op, dur_ns, input_shapes, input_dtypes, output_shapes,
+                   output_dtypes, file_id, pmu_values, upper(accelerator_core) AS core, start_ns
+            FROM ({UNIQUE_KERNELS})""")
 
 
 def _util_sql(by: str, cuda: bool = False) -> str:
@@ -194,12 +203,25 @@ def _util_sql(by: str, cuda: bool = False) -> str:
     costed = "flops IS NOT NULL AND bytes IS NOT NULL AND dur_ns > 0"
     matmul = f"cost_class IN {MATMUL_CLASSES}"
     pmu = ", ".join(_pmu_sql(m) for m in PMU_COMPUTE + PMU_MEMORY)
+    shape = ", ".join(["op", "CASE WHEN op IS NULL THEN name END", *COST_INPUTS[2:]])
+    costs = ", ".join(f"{c} := {c}" for c in COST_OUTPUTS)
+    # The shapes are costed once per distinct (op, shapes, dtypes), not per call: a run repeats a few of them over
+    # every layer and step (17 among 81k calls of a 251 MB trace) and the list parsing was most of the query's
+    # time.  Each call looks its cost up in one list (NULL-safe; a join on six strings cost more than it saved).
+    # The kernels rows are read twice rather than held (a held copy of 81k calls cost ~35 MB of peak RSS); a CUDA
+    # source, a join of its own, is computed once.
+    inline = "" if cuda else "NOT MATERIALIZED"
     return f"""
-        WITH f AS ({cost_sql(source)}),
-             p AS (SELECT f.*, c.names FROM f LEFT JOIN pmu_columns c USING (file_id))
+        WITH k AS {inline} ({source}),
+             sh AS (SELECT DISTINCT {shape.replace(" END", " END AS name")} FROM k),
+             c AS ({cost_sql(SqlFragment("SELECT * FROM sh"))}),
+             lookup AS (SELECT list(row({", ".join(COST_INPUTS)})) AS shapes, list(struct_pack({costs})) AS costs FROM c),
+             f AS (SELECT k.*, costs[list_position(shapes, row({shape}))] AS cost FROM k, lookup),
+             g AS (SELECT f.* EXCLUDE (cost), {", ".join(f"cost.{c} AS {c}" for c in COST_OUTPUTS)} FROM f),
+             p AS (SELECT g.*, c.names FROM g LEFT JOIN pmu_columns c USING (file_id))
         SELECT {key} AS key, count(*), sum(dur_ns)::BIGINT,
                count(*) FILTER (WHERE {costed}), sum(dur_ns) FILTER (WHERE {costed}),
-               sum(flops) FILTER (WHERE {costed}), sum(bytes) FILTER (WHERE {costed}),
+               sum(flops {IN_CALL_ORDER}) FILTER (WHERE {costed}), sum(bytes {IN_CALL_ORDER}) FILTER (WHERE {costed}),
                mode(dtype0) FILTER (WHERE {costed}), mode(cost_class),
                min(o0[-2]) FILTER (WHERE {matmul} AND {costed}), max(o0[-2]) FILTER (WHERE {matmul} AND {costed}),
                mode(core), {pmu}

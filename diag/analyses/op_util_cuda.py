@@ -38,7 +38,7 @@ def _case(rules: list[dict], expr: str) -> str:
 def cuda_kernel_rows_sql() -> SqlFragment:
     """SELECT (run ``$run``) of every CUDA kernel as the utilization SQL reads a kernels row: name, op (the aten op's
     short name on the call's main kernel, else NULL), dur_ns, input/output shapes and dtypes, file_id, pmu_values,
-    core."""
+    core, start_ns."""
     rules, types = _rules()
     pattern = "|".join(f"(?:{r['op']})" for r in rules) or "^$"
     type_map = "MAP {" + ", ".join(f"{_quote(k)}: {_quote(v)}" for k, v in types.items()) + "}"
@@ -68,7 +68,7 @@ def cuda_kernel_rows_sql() -> SqlFragment:
                         FROM conv)
         SELECT DISTINCT ON (t.name, t.start_ns) t.name, c.short_op AS op, t.dur_ns, c.input_shapes, c.input_dtypes,
                c.output_shapes, c.output_dtypes, NULL::BIGINT AS file_id, NULL::DOUBLE[] AS pmu_values,
-               NULL::VARCHAR AS core
+               NULL::VARCHAR AS core, t.start_ns
         FROM device_tasks t LEFT JOIN costed c ON c.name = t.name AND c.start_ns = t.start_ns
         WHERE t.run_id = $run AND t.task_kind = 'CUDA_KERNEL'""")
 

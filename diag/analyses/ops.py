@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from diag.analyses import op_classes
-from diag.analyses.counts import KERNEL_FILTER, OP_TYPE_SQL, unique_tasks_sql
+from diag.analyses.counts import KERNEL_FILTER, OP_TYPE_SQL, UNIQUE_KERNELS, unique_tasks_sql
 from diag.analyses.kernel_summary import SUMMARY_REPORTS
 from diag.analyses.stall_breakdown import breakdown
 from diag.sql_text import FigureTable, OpClassPlatform, OpsBy
@@ -77,7 +77,7 @@ def rows_sql(table: str, platform: str) -> str:
         core = f"'{GPU}'" if gpu else "coalesce(accelerator_core, task_kind)"
         return f"""SELECT name, op_type AS op, {core} AS core, task_kind AS kind, 1 AS n, dur_ns,
                           dur_ns AS lo, dur_ns AS hi, input_shapes, input_dtypes, op_state, step
-                   FROM (SELECT DISTINCT ON (name, start_ns) * FROM kernels WHERE run_id = $run)"""
+                   FROM ({UNIQUE_KERNELS})"""
     if table == TASKS:
         core = f"'{GPU}'" if gpu else "coalesce(accelerator_core, kind)"
         return f"""SELECT name, op, {core} AS core, kind, 1 AS n, dur_ns, dur_ns AS lo, dur_ns AS hi,

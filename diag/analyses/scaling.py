@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from diag.analyses import op_classes
-from diag.analyses.counts import KERNEL_FILTER, unique_tasks_sql
+from diag.analyses.counts import KERNEL_FILTER, UNIQUE_KERNELS, unique_tasks_sql
 from diag.analyses.ops import KERNELS, TASKS, figures_table, platform_of
 from diag.analyses.ops_shapes import varying_by_shape
 from diag.i18n import t as tr
@@ -64,8 +64,8 @@ def _device_sql(table: FigureTable, platform: OpClassPlatform) -> SqlFragment:
     """One row per device kernel of run ``$run``: op class, start, duration, shapes and step (a kernel without a
     step is put in the ProfilerStep range it starts in)."""
     if table == KERNELS:
-        rows = """SELECT name, op_type AS op, task_kind AS kind, start_ns, dur_ns, input_shapes, step
-                  FROM (SELECT DISTINCT ON (name, start_ns) * FROM kernels WHERE run_id = $run)"""
+        rows = f"""SELECT name, op_type AS op, task_kind AS kind, start_ns, dur_ns, input_shapes, step
+                  FROM ({UNIQUE_KERNELS})"""
     elif table == TASKS:
         rows = f"""SELECT name, op, kind, start_ns, dur_ns, input_shapes, step
                    FROM ({unique_tasks_sql()}) WHERE {KERNEL_FILTER}"""
