@@ -14,7 +14,6 @@ from decimal import Decimal
 from typing import Any
 
 import duckdb
-import pyarrow as pa
 
 from diag.errors import BadInputError
 from diag.store import q
@@ -65,6 +64,8 @@ def load_json_object(ctx: ParseContext) -> dict[str, Any]:
 def _insert(ctx: ParseContext, table: str, rows: list[dict[str, Any]]) -> int:
     if not rows:
         return 0
+    import pyarrow as pa  # here: ascend_profiler_info and the registry import this module for every ingest
+
     try:
         arrow = pa.Table.from_pylist(rows)
         cols = ", ".join(f'"{c}"' for c in arrow.column_names)
