@@ -32,12 +32,13 @@ from diag.discover import (
 from diag.errors import BadInputError, FileTooLargeError, UnsupportedFormatError
 from diag.grouping import regroup
 from diag.identity import Identity, Plan, find_run, plan, run_of
-from diag.store import Store, default_memory_limit, ingest_memory_limit, q, write_failure
+from diag.store import Store, default_memory_limit, fitted_memory_limit, ingest_memory_limit, q, write_failure
 from parsers import ParseContext, Probe, detect
 from parsers._io import RetryLenient, one_line
 
 _CONFLICT_RETRIES = 5
 _RETRYABLE = re.compile(r"(?i)conflict|constraint violation|duplicate key")
+_OUT_OF_MEMORY = re.compile(r"Out of Memory Error")  # DuckDB's, also inside a parser's one-line message
 # Names the exporters give their outputs: such a file that no parser recognises is an error, not a skip.
 _EXPORT_NAMES = re.compile(
     r"^(trace_view|communication|communication_matrix|profiler_metadata|profiler_info(_\d+)?)\.json$|"
@@ -150,6 +151,7 @@ class Ingestor:
         self._tmp = scratch.make_scratch(scratch_under or scratch.scratch_root(store.path))
         q(store.con, f"SET memory_limit='{ingest_memory_limit()}'")
         self._discover = Discoverer(self._tmp, self.archive_limits)
+        self.fit_memory = True  # each file's memory limit fitted to its size (not in a parallel ingest)
 
     def close(self) -> None:
         scratch.release(self._tmp)
@@ -206,6 +208,15 @@ class Ingestor:
             self._plan.digests |= alone.digests
         return self._plan.identities.get(cand)
 
+    def _fit_memory(self, size: int | None, parser: object = None) -> bool:
+        """Set DuckDB's limit fitted to a file's ``size`` (None: the whole ingest limit); True when below it."""
+        if not self.fit_memory:
+            return False
+        fits = size is not None and getattr(parser, "fits_memory", False)
+        limit = fitted_memory_limit(size) if fits else ingest_memory_limit()  # type: ignore[arg-type]
+        q(self.store.con, f"SET memory_limit='{limit}'")
+        return limit != ingest_memory_limit()
+
     def _done(self, outcome: FileOutcome) -> None:
         if self.on_file_done:
             self.on_file_done(outcome)
@@ -234,17 +245,10 @@ class Ingestor:
             outcome.parser = parser.name
             ident = self._identity(cand)
             digest = _Digest(cand.path, size, self._plan.digests.get(cand.path))
-            lenient, conflicts = False, 0
+            lenient, conflicts, fitted = False, 0, self._fit_memory(size, parser)
             while True:
                 try:
                     return self._store_file(cand, parser, digest, size, outcome, lenient, ident)
-                except RetryLenient:
-                    if lenient:
-                        raise
-                    lenient = True  # the strict try's transaction was rolled back: nothing of it remains
-                    if outcome.run_id is not None:  # but its run id was drawn: the retry reuses it, no gap
-                        key = ident.run_key if ident else run_key_of(cand)
-                        self._reserved_runs.setdefault(key, outcome.run_id)
                 except (duckdb.TransactionException, duckdb.ConstraintException) as exc:
                     # Another worker's transaction touched the same row (a job's parallel groups) or created
                     # the same key first: redo this file's transaction; its rollback left nothing behind.
@@ -252,6 +256,17 @@ class Ingestor:
                         raise
                     conflicts += 1
                     time.sleep(random.uniform(0.01, 0.05) * conflicts)
+                except (RetryLenient, BadInputError, duckdb.Error) as exc:
+                    # the try's transaction was rolled back: nothing of it remains
+                    if isinstance(exc, RetryLenient) and not lenient:
+                        lenient = True
+                    elif fitted and _OUT_OF_MEMORY.search(str(exc)):  # it needs more than its share
+                        fitted = self._fit_memory(None)
+                    else:
+                        raise
+                    if outcome.run_id is not None:  # but its run id was drawn: the retry reuses it, no gap
+                        key = ident.run_key if ident else run_key_of(cand)
+                        self._reserved_runs.setdefault(key, outcome.run_id)
                 outcome.status, outcome.rows, outcome.removed = "failed", {}, {}
         except BadInputError as exc:
             outcome.message = str(exc)
@@ -261,6 +276,8 @@ class Ingestor:
             outcome.message = f"{cand.source}: {one_line(exc)}"
         except Exception as exc:  # a parser bug must not stop the batch nor leave half a file
             outcome.message = f"{cand.source}: internal error ({type(exc).__name__}: {one_line(exc)})"
+        finally:
+            self._fit_memory(None)
         # an error at commit comes after the parse filled in the outcome: nothing of it was stored
         outcome.status, outcome.rows, outcome.removed = "failed", {}, {}
         self._record_failure(cand, outcome, self._plan.identities.get(cand))

@@ -42,6 +42,7 @@ def run_parallel(ing: Ingestor, candidates: list[Candidate], jobs: int) -> list[
         if not hasattr(local, "ingestor"):
             clone = copy.copy(ing)
             clone.store = ing.store.sibling()
+            clone.fit_memory = False  # the workers share the one limit set above
             # temporaries are named after their source file ('trace_view.json' in every rank): one folder each
             clone._tmp = Path(tempfile.mkdtemp(prefix="worker-", dir=ing._tmp))
             local.ingestor = clone

@@ -65,6 +65,23 @@ def ingest_memory_limit() -> str:
     return os.environ.get("DIAG_INGEST_MEMORY_LIMIT", "160MB")
 
 
+INGEST_LIMIT_BYTES = 160_000_000  # ingest_memory_limit()'s default, as DuckDB reads "160MB"
+FITTED_FLOOR_BYTES = 100_000_000  # measured: a 0.9 MB ascend_pytorch_profiler.db needs more than 64 MB
+FITTED_SHARE = 0.4  # of the file's size; from 400 MB on a file gets the whole default
+
+
+def fitted_memory_limit(size_bytes: int) -> str:
+    """The ingest limit for one file of ``size_bytes`` that a parser reads through spillable temporary tables
+    (``fits_memory``; a serial ingest): 0.4× its size, at least 100 MB, at most the default 160 MB.  DuckDB then
+    holds less for a file that needs less (a 250 MB Kineto trace: peak RSS 0.9× the file instead of 1.1×, as
+    fast: README Performance); an out-of-memory error at this limit retries the file at the default
+    (diag.ingest).  An explicit DIAG_INGEST_MEMORY_LIMIT is used as it is."""
+    if "DIAG_INGEST_MEMORY_LIMIT" in os.environ:
+        return ingest_memory_limit()
+    fitted = max(FITTED_FLOOR_BYTES, int(size_bytes * FITTED_SHARE))
+    return ingest_memory_limit() if fitted >= INGEST_LIMIT_BYTES else f"{fitted}B"
+
+
 def busy_timeout_s() -> float:
     """How long opening waits for another process's write lock (DuckDB allows one writing process)."""
     return float(os.environ.get("DIAG_DB_BUSY_TIMEOUT_S", "30"))

@@ -91,6 +91,7 @@ _EVENT_START = re.compile(r"^\s*\[\s*(\{|\])")
 class AscendTraceViewParser:
     name = "ascend_trace_view"
     version = 2
+    fits_memory = True  # a temporary table that spills: DuckDB's limit fitted to the file (diag.store)
     platform = "ascend"
 
     def detect(self, probe: Probe) -> bool:

@@ -349,6 +349,7 @@ class KinetoTraceParser:
     version = 3  # 2: AMD traces stored as platform rocm; 3: [memory] events stored (#19)
     platform = "cuda"
     run_per_file = True
+    fits_memory = True  # a temporary table that spills: DuckDB's limit fitted to the file (diag.store)
 
     def detect(self, probe: Probe) -> bool:
         text = head_text(probe).lstrip()
