@@ -38,7 +38,7 @@ class DeferredParser:
     """A parser whose module is imported when it is first asked something: the log parser's modules import
     Polars, PyArrow and NumPy at once (~60 MB of RSS, a quarter of a 250 MB Kineto ingest's peak), which an
     ingest of a file that another parser claims never uses.  Last in PARSERS, it loads only for a file no
-    export parser took (tests/test_parser_registry.py)."""
+    export parser took (tests/test_ingest_memory.py)."""
 
     def __init__(self, module: str, name: str) -> None:
         self.name = name  # known without importing: PARSER_BY_NAME, the ledger's parser column
