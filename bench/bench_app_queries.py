@@ -40,7 +40,7 @@ def populate(store: Store, tasks: int, steps: int) -> int:
     per_step = tasks // steps
     step_ns = per_step * 12_000  # ~12 µs per task slot incl. gaps
     con.execute(
-        f"""INSERT INTO device_tasks (run_id, file_id, source, stream, stream_id, task_kind, task_type, name,
+        f"""INSERT INTO device_task_rows (run_id, file_id, source, stream, stream_id, task_kind, task_type, name,
                 start_ns, dur_ns, step)
         SELECT {run}, 0, 'trace_view', 'Stream ' || (i % 4 + 2), i % 4 + 2,
                CASE WHEN i % 997 = 0 THEN 'AI_CPU' WHEN i % 211 = 0 THEN 'MEMCPY' WHEN i % 53 = 0 THEN 'COMMUNICATION'

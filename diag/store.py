@@ -19,7 +19,7 @@ from typing import Any
 import duckdb
 
 from diag.errors import DatabaseBusyError, StoreError
-from diag.schema import DATA_TABLES, SCHEMA_VERSION, SPAN_COLUMNS, TABLES, VIEW_NAMES, VIEWS
+from diag.schema import DATA_TABLES, SCHEMA_VERSION, SPAN_COLUMNS, TABLES, VIEW_NAMES, VIEWS, read_name
 from diag.sql_text import file_literal, sql_literal  # noqa: F401 - imported from here by parsers
 from diag.store_errors import damage_hint, one_line, write_failure  # noqa: F401 - write_failure: diag.ingest
 
@@ -165,6 +165,7 @@ class Store:
             raise StoreError(f"{self.path}: written by a newer diag (schema {row[0][0]} > {SCHEMA_VERSION})")
         for seq in _SEQUENCES:
             q(con, f"CREATE SEQUENCE IF NOT EXISTS {seq} START 1")
+        old_lake_catalog = self._rename_device_tasks()
         for table in TABLES:
             q(con, table.ddl())
             # A database written by an older diag gains the columns added since (schema additions only).
@@ -186,8 +187,34 @@ class Store:
             q(con, f"CREATE SEQUENCE seq_serving START {int(start)}")
         for view in VIEWS:
             q(con, view)
+        if old_lake_catalog:  # its device_task_rows reads the Parquet its device_tasks view read
+            from diag.lake import refresh_views
+
+            refresh_views(con, self.path.parent)
         q(con, "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
         q(con, "DROP TABLE IF EXISTS rule_task_kinds")  # rules are compiled into SQL from diag/rules now
+
+    def _rename_device_tasks(self) -> bool:
+        """Schema 1 stored device_tasks as a table, kernel_details' stand-in copies included: it becomes
+        device_task_rows without them (the view device_tasks derives those).  True for a schema-1 lake catalog,
+        whose device_tasks was a view over the Parquet partitions."""
+        kind = q(
+            self.con,
+            "SELECT table_type FROM information_schema.tables WHERE table_name = 'device_tasks' "
+            "AND table_catalog = current_database() AND table_schema = 'main'",
+        )
+        if not kind or q(
+            self.con,
+            "SELECT 1 FROM information_schema.tables WHERE table_name = 'device_task_rows' "
+            "AND table_catalog = current_database() AND table_schema = 'main'",
+        ):
+            return False
+        if kind[0][0] == "VIEW":
+            q(self.con, "DROP VIEW device_tasks")
+            return True
+        q(self.con, "ALTER TABLE device_tasks RENAME TO device_task_rows")
+        q(self.con, "DELETE FROM device_task_rows WHERE source = 'kernel_details'")
+        return False
 
     @contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -386,7 +413,7 @@ class Store:
 
     def table_counts(self, run_ids: list[int] | None = None) -> dict[str, int]:
         counts: dict[str, int] = {}
-        for table in DATA_TABLES:
+        for table in map(read_name, DATA_TABLES):
             if run_ids is None:
                 n = self.con.execute(f'SELECT count(*) FROM "{table}"').fetchall()[0][0]
             else:
