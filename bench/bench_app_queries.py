@@ -49,6 +49,12 @@ def populate(store: Store, tasks: int, steps: int) -> int:
                i // {per_step}
         FROM range({tasks}) t(i)"""
     ).fetchall()
+    # kernel_details rows for the same tasks, as a Level1 export has them (exercises the tasks view's join), with
+    # their ledger line: device_tasks then plans its kernel stand-in side as on a real run (and finds a trace)
+    con.execute(
+        "INSERT INTO files (file_id, run_id, relpath, source, sha256, parser, status, rows) "
+        f"VALUES (1, {run}, 'kernel_details.csv', 'generated', '', 'ascend_kernel_details', 'ok', 0)"
+    ).fetchall()
     # kernel_details rows for the same tasks, as a Level1 export has them (exercises the tasks view's join)
     con.execute(
         f"""INSERT INTO kernels (run_id, file_id, step, name, op_type, accelerator_core, task_kind, start_ns, dur_ns,

@@ -350,8 +350,10 @@ def _size(path: Path) -> int:
 
 
 def finalize_run(store: Store, run_id: int) -> None:
-    """Derived run fields: span, and device / rank where no metadata file named them."""
+    """Derived run fields: span, device / rank where no metadata file named them, and whether its kernel_details
+    rows stand in for its device tasks."""
     store.refresh_run_span(run_id)
+    store.refresh_stand_ins(run_id)
     q(
         store.con,
         """UPDATE runs SET

@@ -165,6 +165,7 @@ class Store:
             raise StoreError(f"{self.path}: written by a newer diag (schema {row[0][0]} > {SCHEMA_VERSION})")
         for seq in _SEQUENCES:
             q(con, f"CREATE SEQUENCE IF NOT EXISTS {seq} START 1")
+        old_schema = bool(row) and int(row[0][0]) < SCHEMA_VERSION
         old_lake_catalog = self._rename_device_tasks()
         for table in TABLES:
             q(con, table.ddl())
@@ -191,6 +192,8 @@ class Store:
             from diag.lake import refresh_views
 
             refresh_views(con, self.path.parent)
+        if old_schema:
+            self.refresh_stand_ins()
         q(con, "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
         q(con, "DROP TABLE IF EXISTS rule_task_kinds")  # rules are compiled into SQL from diag/rules now
 
@@ -300,6 +303,18 @@ class Store:
             self.con,
             f"UPDATE runs SET start_ns = s.lo, end_ns = s.hi FROM (SELECT min(lo) AS lo, max(hi) AS hi "
             f"FROM ({parts})) s WHERE run_id = $run",
+            {"run": run_id},
+        )
+
+    def refresh_stand_ins(self, run_id: int | None = None) -> None:
+        """Flag the kernel_details files of the run (of every run: None) whose rows stand in for its device
+        tasks: those of a run with no stored task (diag.schema's view device_tasks shows them)."""
+        q(
+            self.con,
+            """UPDATE files SET stand_in_tasks = NOT EXISTS (
+                   SELECT 1 FROM device_task_rows d
+                   WHERE d.run_id = files.run_id AND d.source IS DISTINCT FROM 'kernel_details')
+               WHERE parser = 'ascend_kernel_details' AND ($run IS NULL OR run_id = $run)""",
             {"run": run_id},
         )
 

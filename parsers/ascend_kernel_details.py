@@ -84,12 +84,10 @@ def stand_in_device_tasks(ctx: ParseContext, result: ParseResult) -> None:
 
 def stand_ins(con: duckdb.DuckDBPyConnection, run_id: int) -> list[tuple[int, int]]:
     """(file_id, rows) of the kernel_details files whose rows stand in for the run's device tasks now."""
-    if _has_stored_tasks(con, run_id):
-        return []
     return con.execute(
         "SELECT file_id, count(*) FROM kernels WHERE run_id = ? AND file_id IN "
-        "(SELECT file_id FROM files WHERE parser = ?) GROUP BY file_id ORDER BY file_id",
-        [run_id, SPEC.name],
+        "(SELECT file_id FROM files WHERE stand_in_tasks) GROUP BY file_id ORDER BY file_id",
+        [run_id],
     ).fetchall()
 
 

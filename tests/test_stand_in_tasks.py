@@ -86,6 +86,7 @@ def _as_schema_1(db: Path) -> None:
     con.execute("DROP VIEW device_tasks")
     con.execute("DROP TABLE device_task_rows")
     con.execute("ALTER TABLE old_tasks RENAME TO device_tasks")
+    con.execute("ALTER TABLE files DROP COLUMN stand_in_tasks")
     con.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     con.close()
 
@@ -124,6 +125,7 @@ def test_a_schema_1_lake_reads_and_writes(tmp_path: Path) -> None:
         f"CREATE VIEW device_tasks AS SELECT * FROM read_parquet('{lake}/device_tasks/**/*.parquet', "
         "hive_partitioning=true, union_by_name=true)"
     )
+    con.execute("ALTER TABLE files DROP COLUMN stand_in_tasks")
     con.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     con.close()
     assert cli_json("breakdown", "--lake", str(lake)) == (code, before)
