@@ -153,7 +153,9 @@ class Ingestor:
 
     def close(self) -> None:
         scratch.release(self._tmp)
-        q(self.store.con, f"SET memory_limit='{default_memory_limit()}'")
+        # a database a failed write invalidated takes no setting: the write's one-line error is what to report
+        with contextlib.suppress(duckdb.Error):
+            q(self.store.con, f"SET memory_limit='{default_memory_limit()}'")
 
     def collect(self, paths: Iterable[str | Path]) -> tuple[list[Candidate], list[FileOutcome]]:
         """Every file under ``paths`` (archives unpacked), plus outcomes for inputs refused outright."""
