@@ -40,7 +40,7 @@ def populate(store: Store, tasks: int, steps: int) -> int:
     per_step = tasks // steps
     step_ns = per_step * 12_000  # ~12 µs per task slot incl. gaps
     con.execute(
-        f"""INSERT INTO device_tasks (run_id, file_id, source, stream, stream_id, task_kind, task_type, name,
+        f"""INSERT INTO device_task_rows (run_id, file_id, source, stream, stream_id, task_kind, task_type, name,
                 start_ns, dur_ns, step)
         SELECT {run}, 0, 'trace_view', 'Stream ' || (i % 4 + 2), i % 4 + 2,
                CASE WHEN i % 997 = 0 THEN 'AI_CPU' WHEN i % 211 = 0 THEN 'MEMCPY' WHEN i % 53 = 0 THEN 'COMMUNICATION'
@@ -48,6 +48,12 @@ def populate(store: Store, tasks: int, steps: int) -> int:
                'AI_CORE', 'op_' || (i % 37), {T0} + i * 12000 + (i // {per_step}) * 2000000, 8000 + (i * 7919) % 20000,
                i // {per_step}
         FROM range({tasks}) t(i)"""
+    ).fetchall()
+    # kernel_details rows for the same tasks, as a Level1 export has them (exercises the tasks view's join), with
+    # their ledger line: device_tasks then plans its kernel stand-in side as on a real run (and finds a trace)
+    con.execute(
+        "INSERT INTO files (file_id, run_id, relpath, source, sha256, parser, status, rows) "
+        f"VALUES (1, {run}, 'kernel_details.csv', 'generated', '', 'ascend_kernel_details', 'ok', 0)"
     ).fetchall()
     # kernel_details rows for the same tasks, as a Level1 export has them (exercises the tasks view's join)
     con.execute(

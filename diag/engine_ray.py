@@ -50,6 +50,7 @@ from diag.lake import (
     _sequence_starts,
     _set_sequences,
     catalog_path,
+    partition_dir,
 )
 from diag.lake import refresh_views as _refresh_views
 from diag.lake_grouping import lake_wide_spans
@@ -286,7 +287,7 @@ def _merge_task(writer: LakeWriter, result: TaskResult) -> set[str]:
         placed.add(Path(final))
     for run in result.runs:  # files of the run's old partition that the new one does not replace
         for table in DATA_TABLES:
-            for path in (writer.root / table).glob(f"job_id=*/run_id={int(run)}/*.parquet"):
+            for path in partition_dir(writer.root, table).glob(f"job_id=*/run_id={int(run)}/*.parquet"):
                 if path not in placed:
                     path.unlink()
     return {Path(final).parts[-4] for _, final in result.moves}

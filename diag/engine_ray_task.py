@@ -24,7 +24,14 @@ import duckdb
 from diag.discover import Candidate
 from diag.identity import Plan
 from diag.ingest import FileOutcome, Ingestor
-from diag.lake import SMALL_TABLES, LakeWriter, StagingStore, _set_sequences
+from diag.lake import (
+    SMALL_TABLES,
+    LakeWriter,
+    StagingStore,
+    _set_sequences,
+    drop_old_stand_ins,
+    partition_dir,
+)
 from diag.schema import DATA_TABLES, TABLE_BY_NAME, TABLES
 from diag.sql_text import sql_literal
 from diag.store import q
@@ -67,7 +74,7 @@ class _RunStore(StagingStore):
             return
         self.loaded.add(run_id)
         for table in DATA_TABLES:
-            files = sorted((self.root / table).glob(f"job_id=*/run_id={int(run_id)}/*.parquet"))
+            files = sorted(partition_dir(self.root, table).glob(f"job_id=*/run_id={int(run_id)}/*.parquet"))
             if not files:
                 continue
             paths = "[" + ", ".join(sql_literal(f.as_posix()) for f in files) + "]"
@@ -75,6 +82,7 @@ class _RunStore(StagingStore):
             have = {r[0] for r in q(self.con, f"DESCRIBE SELECT * FROM {source}")}
             cols = ", ".join(f'"{c}"' for c in TABLE_BY_NAME[table].column_names if c in have)
             q(self.con, f'INSERT INTO "{table}" ({cols}) SELECT {cols} FROM {source}')
+        drop_old_stand_ins(self.con, run_id)
 
 
 class _RunWriter(LakeWriter):

@@ -155,7 +155,9 @@ class Ingestor:
 
     def close(self) -> None:
         scratch.release(self._tmp)
-        q(self.store.con, f"SET memory_limit='{default_memory_limit()}'")
+        # a database a failed write invalidated takes no setting: the write's one-line error is what to report
+        with contextlib.suppress(duckdb.Error):
+            q(self.store.con, f"SET memory_limit='{default_memory_limit()}'")
 
     def collect(self, paths: Iterable[str | Path]) -> tuple[list[Candidate], list[FileOutcome]]:
         """Every file under ``paths`` (archives unpacked), plus outcomes for inputs refused outright."""
@@ -367,8 +369,10 @@ def _size(path: Path) -> int:
 
 
 def finalize_run(store: Store, run_id: int) -> None:
-    """Derived run fields: span, and device / rank where no metadata file named them."""
+    """Derived run fields: span, device / rank where no metadata file named them, and whether its kernel_details
+    rows stand in for its device tasks."""
     store.refresh_run_span(run_id)
+    store.refresh_stand_ins(run_id)
     q(
         store.con,
         """UPDATE runs SET

@@ -38,7 +38,7 @@ from typing import Literal
 import duckdb
 
 from diag.errors import DatabaseBusyError, DiagError, StoreError
-from diag.schema import DATA_TABLES, TABLE_BY_NAME, TABLES, VIEWS
+from diag.schema import DATA_TABLES, TABLE_BY_NAME, TABLES, VIEWS, read_name
 from diag.sql_text import sql_literal
 from diag.store import Store, _connect, q
 
@@ -92,12 +92,17 @@ def lake_sandbox(db: str | Path, query: str) -> tuple[str, ...]:
     return (f"SET allowed_directories = [{sql_literal(path.parent.resolve().as_posix() + '/')}]",)
 
 
+def partition_dir(root: Path, table: str) -> Path:
+    """A per-file table's Parquet folder, under the name readers know it by (diag.schema.READ_AS)."""
+    return root / read_name(table)
+
+
 def _parquet_glob(root: Path, table: str) -> str:
-    return (root.resolve() / table / "**" / "*.parquet").as_posix()
+    return (partition_dir(root.resolve(), table) / "**" / "*.parquet").as_posix()
 
 
 def _has_partitions(root: Path, table: str) -> bool:
-    return any((root / table).glob("*/*/*.parquet"))
+    return any(partition_dir(root, table).glob("*/*/*.parquet"))
 
 
 def _view_sql(con: duckdb.DuckDBPyConnection, root: Path, table: str) -> str:
@@ -215,6 +220,12 @@ def _take_writer_lock(root: Path):  # type: ignore[no-untyped-def] - an open fil
     return lock
 
 
+def drop_old_stand_ins(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
+    """The kernel_details copies a schema-1 lake holds among its device tasks: the run's partition is rewritten
+    without them (the view device_tasks derives them)."""
+    q(con, "DELETE FROM device_task_rows WHERE run_id = ? AND source = 'kernel_details'", [run_id])
+
+
 class StagingStore(Store):
     """The staging database of one lake ingest. A run already in the lake has its rows brought in the moment
     the ingest changes it (a file replaced, a file added, a log attached), before the parse runs: the parsers'
@@ -236,6 +247,7 @@ class StagingStore(Store):
         self.loaded.add(run_id)
         for table in DATA_TABLES:
             q(self.con, f'INSERT INTO "{table}" SELECT * FROM cat."{table}" WHERE run_id = ?', [run_id])
+        drop_old_stand_ins(self.con, run_id)
 
     def ledger_entry(
         self, scope: str, relpath: str, run_id: int | None = None, content_key: str | None = None
@@ -276,6 +288,8 @@ class LakeWriter:
         self._lock = _take_writer_lock(self.root)
         if not is_lake(self.root):
             create_catalog(self.root)
+        else:  # a catalog an older diag wrote is migrated first (Store's read-only open does it when needed)
+            Store(catalog_path(self.root), read_only=True).close()
         remove_leftovers(self.root)  # under the lock: no other writer's staging files are live
         token = uuid.uuid4().hex
         self.staging_path = self.root / f".staging-{token}.duckdb"
@@ -360,7 +374,7 @@ class LakeWriter:
         )
         moves = []
         for part_dir in sorted(p for p in target.glob("*/*") if p.is_dir()):
-            final_dir = self.root / table / part_dir.relative_to(target)
+            final_dir = partition_dir(self.root, table) / part_dir.relative_to(target)
             for i, written in enumerate(sorted(part_dir.glob("*.parquet"))):
                 moves.append((written, final_dir / f"part-{i}.parquet"))
         return moves
@@ -373,7 +387,7 @@ class LakeWriter:
             {"run_id=__HIVE_DEFAULT_PARTITION__"} if self.orphans_changed else set()
         )
         for table in DATA_TABLES:
-            for path in (self.root / table).glob("*/*/*.parquet"):
+            for path in partition_dir(self.root, table).glob("*/*/*.parquet"):
                 if path.parent.name in names and path not in keep:
                     path.unlink()
 

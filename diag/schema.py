@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SCHEMA_VERSION = 1
+# 2: device_tasks became a view over device_task_rows and kernels (diag.store.Store.migrate renames the table)
+SCHEMA_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -115,15 +116,26 @@ TABLES: tuple[Table, ...] = (
             _c("message", "VARCHAR"),
             _c("rows", "BIGINT", "rows stored from this file, all tables"),
             _c("ingested_at", "TIMESTAMP DEFAULT current_timestamp"),
+            _c(
+                "stand_in_tasks",
+                "BOOLEAN",
+                "kernel_details: its rows are the run's device tasks, the run storing none "
+                "(Store.refresh_stand_ins; the view device_tasks reads it)",
+            ),
         ),
         per_file=False,
     ),
     Table(
-        "device_tasks",
-        "a device task / kernel (Ascend Hardware events, or kernel_details when no trace)",
+        "device_task_rows",
+        "the device tasks a timeline stores (Ascend Hardware events, DB TASK, task_time, Kineto, nsys); "
+        "read them through the view device_tasks, which adds kernel_details' rows for a run without any",
         _OWNER
         + (
-            _c("source", "VARCHAR", "trace_view | kernel_details | db | task_time"),
+            _c(
+                "source",
+                "VARCHAR",
+                "trace_view | db | task_time | kineto | nsys (kernel_details: the view's)",
+            ),
             _c("stream", "VARCHAR", "stream label: 'Stream 2', 'Group <g> Communication'"),
             _c("stream_id", "BIGINT"),
             _c(
@@ -609,7 +621,26 @@ TABLES: tuple[Table, ...] = (
     ),
 )
 
+# A run's device tasks: the stored ones, or — for a run that has none (kernel_details without a trace) — its
+# kernel_details rows, projected as tasks (the GE task type as kind, 'Stream <id>' as lane).  A view, not a
+# second copy of every kernel row: the copy cost a tenth of a CSV ingest, and a trace or task_time file ingested
+# later had to delete it.  Which files stand in is a ledger flag (files.stand_in_tasks, set per run when it
+# changes) rather than a NOT EXISTS over device_task_rows: that anti-join hashed every stored task on each query
+# (~0.1 s per 1M tasks); the flag is a semi-join on the small ledger.  Rows of source 'kernel_details' in
+# device_task_rows are the copies an older diag stored (a lake's Parquet keeps them): never read.
+DEVICE_TASKS_VIEW = """CREATE OR REPLACE VIEW device_tasks AS
+       SELECT * FROM device_task_rows WHERE source IS DISTINCT FROM 'kernel_details'
+       UNION ALL
+       SELECT k.run_id, k.file_id, 'kernel_details' AS source,
+              CASE WHEN k.stream_id IS NULL THEN k.accelerator_core ELSE 'Stream ' || k.stream_id END AS stream,
+              k.stream_id, coalesce(k.task_kind, 'OTHER') AS task_kind, k.accelerator_core AS task_type, k.name,
+              k.op_type, k.start_ns, k.dur_ns, k.step, k.hw_task_id, CAST(NULL AS BIGINT) AS connection_id,
+              CAST(NULL AS BIGINT) AS memcpy_bytes, CAST(NULL AS VARCHAR) AS memcpy_direction
+       FROM kernels k
+       WHERE k.file_id IN (SELECT file_id FROM files WHERE stand_in_tasks)"""
+
 VIEWS: tuple[str, ...] = (
+    DEVICE_TASKS_VIEW,
     # Device tasks with what kernel_details knows of them (matched on run, start and name): the GE task type
     # (the trace says AI_CORE for vector kernels), op type, shapes and dtypes. Analyses read this view.
     # (run, start, name) identifies a kernel: a device runs one task of a name at a given ns.
@@ -630,10 +661,18 @@ VIEW_NAMES: tuple[str, ...] = tuple(v.split("VIEW ", 1)[1].split()[0] for v in V
 
 TABLE_BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
 DATA_TABLES: tuple[str, ...] = tuple(t.name for t in TABLES if t.per_file)
+# What readers call a per-file table (counts, the lake's Parquet folders, `diag export`): device_task_rows is
+# read as device_tasks, the name its rows had before the view, so a lake written by an older diag reads as is.
+READ_AS: dict[str, str] = {"device_task_rows": "device_tasks"}
+
+
+def read_name(table: str) -> str:
+    return READ_AS.get(table, table)
+
 
 # Tables whose rows hold a time interval or instant, for a run's span.
-SPAN_COLUMNS: dict[str, tuple[str, str]] = {
-    "device_tasks": ("start_ns", "start_ns + dur_ns"),
+SPAN_COLUMNS: dict[str, tuple[str, str]] = {  # (device_tasks' stand-ins are kernels: counted there)
+    "device_task_rows": ("start_ns", "start_ns + dur_ns"),
     "host_ops": ("start_ns", "start_ns + dur_ns"),
     "kernels": ("start_ns", "start_ns + dur_ns"),
     "overlap_slices": ("start_ns", "start_ns + dur_ns"),

@@ -19,7 +19,7 @@ from typing import Any
 import duckdb
 
 from diag.errors import DatabaseBusyError, StoreError
-from diag.schema import DATA_TABLES, SCHEMA_VERSION, SPAN_COLUMNS, TABLES, VIEW_NAMES, VIEWS
+from diag.schema import DATA_TABLES, SCHEMA_VERSION, SPAN_COLUMNS, TABLES, VIEW_NAMES, VIEWS, read_name
 from diag.sql_text import file_literal, sql_literal  # noqa: F401 - imported from here by parsers
 from diag.store_errors import damage_hint, one_line, write_failure  # noqa: F401 - write_failure: diag.ingest
 
@@ -182,6 +182,8 @@ class Store:
             raise StoreError(f"{self.path}: written by a newer diag (schema {row[0][0]} > {SCHEMA_VERSION})")
         for seq in _SEQUENCES:
             q(con, f"CREATE SEQUENCE IF NOT EXISTS {seq} START 1")
+        old_schema = bool(row) and int(row[0][0]) < SCHEMA_VERSION
+        old_lake_catalog = self._rename_device_tasks()
         for table in TABLES:
             q(con, table.ddl())
             # A database written by an older diag gains the columns added since (schema additions only).
@@ -203,8 +205,36 @@ class Store:
             q(con, f"CREATE SEQUENCE seq_serving START {int(start)}")
         for view in VIEWS:
             q(con, view)
+        if old_lake_catalog:  # its device_task_rows reads the Parquet its device_tasks view read
+            from diag.lake import refresh_views
+
+            refresh_views(con, self.path.parent)
+        if old_schema:
+            self.refresh_stand_ins()
         q(con, "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
         q(con, "DROP TABLE IF EXISTS rule_task_kinds")  # rules are compiled into SQL from diag/rules now
+
+    def _rename_device_tasks(self) -> bool:
+        """Schema 1 stored device_tasks as a table, kernel_details' stand-in copies included: it becomes
+        device_task_rows without them (the view device_tasks derives those).  True for a schema-1 lake catalog,
+        whose device_tasks was a view over the Parquet partitions."""
+        kind = q(
+            self.con,
+            "SELECT table_type FROM information_schema.tables WHERE table_name = 'device_tasks' "
+            "AND table_catalog = current_database() AND table_schema = 'main'",
+        )
+        if not kind or q(
+            self.con,
+            "SELECT 1 FROM information_schema.tables WHERE table_name = 'device_task_rows' "
+            "AND table_catalog = current_database() AND table_schema = 'main'",
+        ):
+            return False
+        if kind[0][0] == "VIEW":
+            q(self.con, "DROP VIEW device_tasks")
+            return True
+        q(self.con, "ALTER TABLE device_tasks RENAME TO device_task_rows")
+        q(self.con, "DELETE FROM device_task_rows WHERE source = 'kernel_details'")
+        return False
 
     @contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -290,6 +320,18 @@ class Store:
             self.con,
             f"UPDATE runs SET start_ns = s.lo, end_ns = s.hi FROM (SELECT min(lo) AS lo, max(hi) AS hi "
             f"FROM ({parts})) s WHERE run_id = $run",
+            {"run": run_id},
+        )
+
+    def refresh_stand_ins(self, run_id: int | None = None) -> None:
+        """Flag the kernel_details files of the run (of every run: None) whose rows stand in for its device
+        tasks: those of a run with no stored task (diag.schema's view device_tasks shows them)."""
+        q(
+            self.con,
+            """UPDATE files SET stand_in_tasks = NOT EXISTS (
+                   SELECT 1 FROM device_task_rows d
+                   WHERE d.run_id = files.run_id AND d.source IS DISTINCT FROM 'kernel_details')
+               WHERE parser = 'ascend_kernel_details' AND ($run IS NULL OR run_id = $run)""",
             {"run": run_id},
         )
 
@@ -403,7 +445,7 @@ class Store:
 
     def table_counts(self, run_ids: list[int] | None = None) -> dict[str, int]:
         counts: dict[str, int] = {}
-        for table in DATA_TABLES:
+        for table in map(read_name, DATA_TABLES):
             if run_ids is None:
                 n = self.con.execute(f'SELECT count(*) FROM "{table}"').fetchall()[0][0]
             else:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from diag.schema import read_name
 from diag.store import sql_literal
 from parsers import _sql
 from parsers._base import ParseContext, ParseResult, Probe
@@ -122,7 +123,7 @@ class CsvTableParser:
 
         n, partial = run_csv(ctx.con, ctx.path, ctx.display, header, insert, lenient=ctx.lenient)
         result = ParseResult(partial=partial)
-        result.add(spec.table, n)
+        result.add(read_name(spec.table), n)
         if spec.rest_as_list and rest:
             ctx.con.execute(
                 "INSERT INTO pmu_columns (run_id, file_id, names) VALUES (?, ?, ?)",

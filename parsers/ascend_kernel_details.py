@@ -2,10 +2,12 @@
 
 Header names differ by version (``Block Dim``/``Block Num``, op_summary's ``Op Name``/``Task Type``…) and the
 PMU column set depends on ``aic_metrics``: every column not mapped below goes into ``pmu_values``, named by ``pmu_columns``.
-When a run has no trace_view.json, these rows also stand in as its device tasks.
+When a run has no stored timeline, these rows also stand in as its device tasks (the view ``device_tasks``).
 """
 
 from __future__ import annotations
+
+import duckdb
 
 from parsers._base import ParseContext, ParseResult
 from parsers._csv_table import CsvSpec, CsvTableParser
@@ -74,23 +76,40 @@ SPEC = CsvSpec(
 
 
 def stand_in_device_tasks(ctx: ParseContext, result: ParseResult) -> None:
-    """Without a trace, kernel rows are the run's device tasks (with the GE task type as kind)."""
-    has_trace = ctx.con.execute(
-        "SELECT count(*) FROM device_tasks WHERE run_id = ? AND source <> 'kernel_details'", [ctx.run_id]
-    ).fetchall()[0][0]
-    if has_trace:
+    """Without a stored timeline, the kernel rows are the run's device tasks: the view ``device_tasks`` shows
+    them (diag.schema), nothing is copied.  Counted as this file's device_tasks rows, as the ledger always had."""
+    if not _has_stored_tasks(ctx.con, ctx.run_id):
+        result.add("device_tasks", result.rows.get("kernels", 0))
+
+
+def stand_ins(con: duckdb.DuckDBPyConnection, run_id: int) -> list[tuple[int, int]]:
+    """(file_id, rows) of the kernel_details files whose rows stand in for the run's device tasks now."""
+    return con.execute(
+        "SELECT file_id, count(*) FROM kernels WHERE run_id = ? AND file_id IN "
+        "(SELECT file_id FROM files WHERE stand_in_tasks) GROUP BY file_id ORDER BY file_id",
+        [run_id],
+    ).fetchall()
+
+
+def retire_stand_ins(
+    con: duckdb.DuckDBPyConnection, run_id: int, before: list[tuple[int, int]], result: ParseResult
+) -> None:
+    """After a timeline file stored the run's tasks: the kernel rows that stood in (``before``) no longer do,
+    and leave their files' row counts, as the copies a trace replaced once did."""
+    if not before or not _has_stored_tasks(con, run_id):
         return
-    row = ctx.con.execute(
-        """INSERT INTO device_tasks (run_id, file_id, source, stream, stream_id, task_kind, task_type, name,
-               op_type, start_ns, dur_ns, step, hw_task_id)
-        SELECT run_id, file_id, 'kernel_details',
-               CASE WHEN stream_id IS NULL THEN accelerator_core ELSE 'Stream ' || stream_id END,
-               stream_id, coalesce(task_kind, 'OTHER'), accelerator_core, name, op_type, start_ns, dur_ns,
-               step, hw_task_id
-        FROM kernels WHERE file_id = ?""",
-        [ctx.file_id],
-    ).fetchall()[0]
-    result.add("device_tasks", row[0] if row else 0)
+    for file_id, n in before:
+        con.execute("UPDATE files SET rows = rows - ? WHERE file_id = ?", [n, file_id]).fetchall()
+    result.removed["device_tasks"] = result.removed.get("device_tasks", 0) + sum(n for _, n in before)
+
+
+def _has_stored_tasks(con: duckdb.DuckDBPyConnection, run_id: int) -> bool:
+    return bool(
+        con.execute(
+            "SELECT 1 FROM device_task_rows WHERE run_id = ? AND source IS DISTINCT FROM 'kernel_details' LIMIT 1",
+            [run_id],
+        ).fetchall()
+    )
 
 
 PARSER = CsvTableParser(SPEC, after=stand_in_device_tasks)

@@ -207,7 +207,7 @@ def _device(ctx: ParseContext, temps: dict[str, str], result: ParseResult) -> No
     c_name, c_type, c_op = ("c.c_name", "c.c_type", "c.c_op") if compute else ("NULL",) * 3
     m_gid, m_type, m_size = ("m.gid", "m.m_type", "m.m_size") if comm else ("NULL",) * 3
     y_size, y_op = ("y.y_size", "y.y_op") if memcpy else ("NULL", "NULL")
-    sql = f"""INSERT INTO device_tasks (run_id, file_id, source, stream, stream_id, task_kind, task_type, name,
+    sql = f"""INSERT INTO device_task_rows (run_id, file_id, source, stream, stream_id, task_kind, task_type, name,
                op_type, start_ns, dur_ns, hw_task_id, connection_id, memcpy_bytes, memcpy_direction)
         SELECT {run}, {file}, 'db', 'Stream ' || t.stream, t.stream,
                CASE WHEN {m_gid} IS NOT NULL THEN 'COMM_TASK'
@@ -222,7 +222,7 @@ def _device(ctx: ParseContext, temps: dict[str, str], result: ParseResult) -> No
         op = temps["COMMUNICATION_OP"]
         n = q(
             con,
-            f"""INSERT INTO device_tasks (run_id, file_id, source, stream, task_kind, task_type, name, op_type,
+            f"""INSERT INTO device_task_rows (run_id, file_id, source, stream, task_kind, task_type, name, op_type,
                    start_ns, dur_ns, connection_id)
             SELECT {run}, {file}, 'db', 'Group ' || coalesce(o.grp, '?') || ' Communication',
                    'COMMUNICATION', 'HCCL', o.name, o.op_type, o.start, o."end" - o.start, o.conn

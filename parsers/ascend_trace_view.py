@@ -29,6 +29,7 @@ from parsers._io import (
 from parsers._json_split import remove as remove_parts
 from parsers._json_split import split_array
 from parsers._sql import task_kind, us_text_to_ns
+from parsers.ascend_kernel_details import retire_stand_ins, stand_ins
 
 # args keys read, all as text (their JSON types vary by version). DuckDB struct fields are case-insensitive,
 # so HCCL plane tasks' lower-case 'task type' / 'stream id' / 'task id' cannot sit beside 'Task Type' &c.:
@@ -165,14 +166,7 @@ class AscendTraceViewParser:
             [run],
         )
         # kernel_details rows stood in for device tasks while the run had no trace; the trace replaces them.
-        replaced = q(
-            con,
-            "DELETE FROM device_tasks WHERE run_id = ? AND source = 'kernel_details' RETURNING file_id",
-            [run],
-        )
-        if replaced:
-            q(con, "UPDATE files SET rows = rows - ? WHERE file_id = ?", [len(replaced), replaced[0][0]])
-            result.removed["device_tasks"] = len(replaced)
+        stood_in = stand_ins(con, run)
         kinds = _ProcessFilters(q(con, "SELECT pid, process FROM _procs"))
 
         def insert(table: str, sql: str) -> None:
@@ -182,7 +176,7 @@ class AscendTraceViewParser:
         # filter runs in the scan and the process / thread names are joined to the selected rows only.
         insert(
             "device_tasks",
-            f"""INSERT INTO device_tasks (run_id, file_id, source, stream, stream_id, task_kind,
+            f"""INSERT INTO device_task_rows (run_id, file_id, source, stream, stream_id, task_kind,
                 task_type, name, start_ns, dur_ns, hw_task_id, connection_id, memcpy_bytes, memcpy_direction)
             SELECT {run}, {file}, 'trace_view', coalesce(thread, 'Stream ' || tid), stream_id,
                    {task_kind("task_type")}, task_type, name, ts_ns, dur_ns, hw_task_id, connection_id,
@@ -192,7 +186,7 @@ class AscendTraceViewParser:
         # HCCL: 'Group … Communication' threads carry the collective ops, 'Plane n' threads their small tasks.
         insert(
             "device_tasks",
-            f"""INSERT INTO device_tasks (run_id, file_id, source, stream, task_kind, task_type,
+            f"""INSERT INTO device_task_rows (run_id, file_id, source, stream, task_kind, task_type,
                 name, start_ns, dur_ns, connection_id, memcpy_bytes)
             SELECT {run}, {file}, 'trace_view', coalesce(thread, process || ' ' || tid),
                    CASE WHEN thread LIKE 'Plane%' THEN 'COMM_TASK' ELSE 'COMMUNICATION' END,
@@ -200,6 +194,7 @@ class AscendTraceViewParser:
                    connection_id, comm_bytes
             FROM {_complete(kinds.comm)}""",
         )
+        retire_stand_ins(con, run, stood_in, result)
         insert(
             "overlap_slices",
             f"""INSERT INTO overlap_slices (run_id, file_id, kind, start_ns, dur_ns)

@@ -408,7 +408,7 @@ class KinetoTraceParser:
         direction = "regexp_extract(name, '^Memcpy (\\w+)', 1)"
         insert(
             "device_tasks",
-            f"""INSERT INTO device_tasks (run_id, file_id, source, stream, stream_id, task_kind, task_type, name,
+            f"""INSERT INTO device_task_rows (run_id, file_id, source, stream, stream_id, task_kind, task_type, name,
                    start_ns, dur_ns, connection_id, memcpy_bytes, memcpy_direction)
             SELECT {run}, {file}, 'kineto', {prefix}'Stream ' || {stream}, {stream},
                    CASE WHEN cat IN ({_lit(KERNEL_CATS)}) AND regexp_matches(name, '^(void\\s+)?nccl') THEN 'COMMUNICATION'

@@ -22,6 +22,7 @@ from dataclasses import replace
 from parsers._base import ParseContext, ParseResult
 from parsers._csv_table import CsvSpec, CsvTableParser
 from parsers._csv_table import alternatives as alt
+from parsers.ascend_kernel_details import retire_stand_ins, stand_ins
 from parsers.ascend_op_statistic import SPEC as OP_STATISTIC
 from parsers.ascend_profiler_db import skipped_as_duplicate
 
@@ -30,7 +31,7 @@ TIMELINES = ("trace_view.json", "msprof_*.json", "msprof_slice_*.json")
 TASK_TIME = CsvSpec(
     name="msprof_task_time",
     version=1,
-    table="device_tasks",
+    table="device_task_rows",
     signature=("kernel_type", "task_start", "task_time"),
     aliases={
         "kernel_name": ("kernel_name",),
@@ -54,31 +55,28 @@ TASK_TIME = CsvSpec(
 
 
 def _task_time_after(ctx: ParseContext, result: ParseResult) -> None:
-    """Lanes and names as the timeline has them; kernel_details stand-ins give way (real tasks now)."""
-    con = ctx.con
-    con.execute(
-        "UPDATE device_tasks SET stream = 'Stream ' || stream_id, name = coalesce(name, task_type), "
+    """Lanes and names as the timeline has them."""
+    ctx.con.execute(
+        "UPDATE device_task_rows SET stream = 'Stream ' || stream_id, name = coalesce(name, task_type), "
         "task_kind = coalesce(task_kind, 'OTHER') WHERE file_id = ?",
         [ctx.file_id],
     ).fetchall()
-    gone = con.execute(
-        "DELETE FROM device_tasks WHERE run_id = ? AND source = 'kernel_details' RETURNING file_id",
-        [ctx.run_id],
-    ).fetchall()
-    if gone:
-        con.execute("UPDATE files SET rows = rows - ? WHERE file_id = ?", [len(gone), gone[0][0]]).fetchall()
-        result.removed["device_tasks"] = len(gone)
 
 
 class TaskTimeParser(CsvTableParser):
     def parse(self, ctx: ParseContext) -> ParseResult:
         skipped = skipped_as_duplicate(ctx.path, TIMELINES)
         has_trace = ctx.con.execute(
-            "SELECT count(*) FROM device_tasks WHERE run_id = ? AND source = 'trace_view'", [ctx.run_id]
+            "SELECT count(*) FROM device_task_rows WHERE run_id = ? AND source = 'trace_view'", [ctx.run_id]
         ).fetchall()[0][0]
         if skipped is None and has_trace:
             skipped = ParseResult(notes=["not stored: the run's timeline holds the same device tasks"])
-        return skipped if skipped is not None else super().parse(ctx)
+        if skipped is not None:
+            return skipped
+        stood_in = stand_ins(ctx.con, ctx.run_id)  # kernel_details stand-ins give way (real tasks now)
+        result = super().parse(ctx)
+        retire_stand_ins(ctx.con, ctx.run_id, stood_in, result)
+        return result
 
 
 # op_statistic's columns without Core Type: every row is a communication op

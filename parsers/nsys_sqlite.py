@@ -112,7 +112,7 @@ class _Insert:
         c = self.ctx
         n = q(
             c.con,
-            f"""INSERT INTO device_tasks (run_id, file_id, source, stream, stream_id, task_kind, task_type, name,
+            f"""INSERT INTO device_task_rows (run_id, file_id, source, stream, stream_id, task_kind, task_type, name,
                    start_ns, dur_ns, connection_id, memcpy_bytes, memcpy_direction)
             SELECT {c.run_id}, {c.file_id}, 'nsys', {self.lane}, y.stream, y.kind, y.type, y.name,
                    y.start + {self.off}, y.dur, y.corr, y.bytes, y.direction

@@ -6,7 +6,10 @@ from pathlib import Path
 
 import duckdb
 
-from diag.schema import DATA_TABLES
+from diag.schema import DATA_TABLES, read_name
+
+# per-file tables by the names readers use: device_tasks, kernel_details' stand-in tasks included
+READ_TABLES = tuple(map(read_name, DATA_TABLES))
 from diag.store import q
 
 FileKey = tuple[str, str]  # (run_key, relpath): a stored file, the same in every database
@@ -16,7 +19,7 @@ def half_stored(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Rows of no stored file, and runs holding no stored file: what a half-written ingest would leave."""
     stored = "(SELECT file_id FROM files WHERE status IN ('ok', 'partial'))"
     orphans = " UNION ALL ".join(
-        f"SELECT '{t}', count(*) FROM \"{t}\" WHERE file_id NOT IN {stored}" for t in DATA_TABLES
+        f"SELECT '{t}', count(*) FROM \"{t}\" WHERE file_id NOT IN {stored}" for t in READ_TABLES
     )
     found = [f"{n} rows of {t} belong to no stored file" for t, n in q(con, orphans) if n]
     empty = q(
@@ -30,7 +33,7 @@ def half_stored(con: duckdb.DuckDBPyConnection) -> list[str]:
 def file_rows(con: duckdb.DuckDBPyConnection) -> dict[FileKey, dict[str, int]]:
     """Every stored file with its row count per table (and its ledger row count as ``_ledger``)."""
     counts = " UNION ALL ".join(
-        f"SELECT '{t}' AS tbl, file_id, count(*) AS n FROM \"{t}\" GROUP BY file_id" for t in DATA_TABLES
+        f"SELECT '{t}' AS tbl, file_id, count(*) AS n FROM \"{t}\" GROUP BY file_id" for t in READ_TABLES
     )
     rows = q(
         con,

@@ -23,7 +23,7 @@ def _store(tmp_path: Path) -> tuple[Store, int]:
     run = store.ensure_run("t:bins", name="bins", platform="ascend", source="test", job_id=None)
     for start, dur, kind in TASKS:
         store.con.execute(
-            "INSERT INTO device_tasks (run_id, file_id, source, stream, stream_id, task_kind, name, start_ns, dur_ns)"
+            "INSERT INTO device_task_rows (run_id, file_id, source, stream, stream_id, task_kind, name, start_ns, dur_ns)"
             " VALUES (?, 0, 'trace_view', 'Stream 2', 2, ?, ?, ?, ?)",
             [run, kind, kind.lower(), T0 + start, dur],
         ).fetchall()

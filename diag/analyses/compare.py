@@ -328,7 +328,7 @@ def framework_ops(store: Store, run_a: int, run_b: int, sa: int, sb: int, limit:
         rows.append(
             OpRow(op, na, nb, ta, tb, (ta / sa) / (tb / sb) if tb else None, (ta / sa - tb / sb) / 1e6)
         )
-    rows.sort(key=lambda r: -r.delta_per_step_ms)
+    rows.sort(key=lambda r: (-r.delta_per_step_ms, r.op))  # by name on a tie: set order varies per process
     return rows[:limit]
 
 

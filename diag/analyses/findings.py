@@ -240,7 +240,7 @@ def _top_names(store: Store, run_id: int) -> dict[str, Any]:
            SELECT b.name, sum(b.n), sum(b.ns) FROM by_name b LEFT JOIN kinfo k USING (name)
            WHERE b.task_kind = 'MEMCPY' OR regexp_matches(lower(coalesce(k.op_type, '') || ' ' || b.name),
                  'transdata|(^|[^a-z])cast|transpose|tensormove|inplacecopy')
-           GROUP BY b.name ORDER BY 3 DESC LIMIT 5""",
+           GROUP BY b.name ORDER BY 3 DESC, 1 LIMIT 5""",  # by name on a tie: the same top 5 every run
             {"run": run_id},
         )
         .fetchall()

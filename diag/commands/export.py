@@ -19,7 +19,7 @@ from diag.chrome_trace import write_chrome_trace
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
 from diag.errors import DiagError
 from diag.lake import catalog_from_database
-from diag.schema import TABLES
+from diag.schema import TABLES, read_name
 from diag.store import Store, sql_literal
 
 FORMATS = ("parquet", "chrome")
@@ -82,26 +82,27 @@ def _export_parquet(out: Path, db: str, fmt: str, as_json: bool) -> None:
     with Store(db, read_only=True) as store:
         cur = store.cursor()
         for table in TABLES:
-            n = cur.execute(f'SELECT count(*) FROM "{table.name}"').fetchall()[0][0]
+            name = read_name(table.name)  # device_task_rows: the view device_tasks, kernel stand-ins included
+            n = cur.execute(f'SELECT count(*) FROM "{name}"').fetchall()[0][0]
             if not n:
                 continue
-            target = (out / table.name).as_posix()
+            target = (out / name).as_posix()
             if "run_id" in table.column_names and table.name not in ("runs", "files"):
                 source = (
-                    f'SELECT t.*, coalesce(r.job_id, -1) AS job_id FROM "{table.name}" t '
+                    f'SELECT t.*, coalesce(r.job_id, -1) AS job_id FROM "{name}" t '
                     f"LEFT JOIN runs r USING (run_id)"
                 )
                 if "job_id" in table.column_names:
-                    source = f'SELECT * FROM "{table.name}"'
+                    source = f'SELECT * FROM "{name}"'
                 cur.execute(
                     f"COPY ({source}) TO {sql_literal(target)} (FORMAT parquet, PARTITION_BY (job_id, run_id), "
                     "OVERWRITE_OR_IGNORE)"
                 ).fetchall()
             else:
                 cur.execute(
-                    f'COPY "{table.name}" TO {sql_literal(target + ".parquet")} (FORMAT parquet)'
+                    f'COPY "{name}" TO {sql_literal(target + ".parquet")} (FORMAT parquet)'
                 ).fetchall()
-            written[table.name] = int(n)
+            written[name] = int(n)
     catalog_from_database(out, db)  # after the database is closed: the catalog attaches it
     if as_json:
         print_json({"db": db, "out": str(out), "format": fmt, "rows": written})
