@@ -7,10 +7,10 @@ from pathlib import Path
 import duckdb
 
 from diag.schema import DATA_TABLES, read_name
+from diag.store import q
 
 # per-file tables by the names readers use: device_tasks, kernel_details' stand-in tasks included
 READ_TABLES = tuple(map(read_name, DATA_TABLES))
-from diag.store import q
 
 FileKey = tuple[str, str]  # (run_key, relpath): a stored file, the same in every database
 
