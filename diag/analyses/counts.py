@@ -42,12 +42,9 @@ LABELS = {
 }
 
 
-# One kernels row per call (name, start) of run $run, the first stored: picked by rowid, since DISTINCT ON (name,
-# start_ns) * carries every column through the grouping (4× the time on a 251 MB run, issue #25).
-UNIQUE_KERNELS = (
-    "SELECT * FROM kernels WHERE run_id = $run"
-    " AND rowid IN (SELECT min(rowid) FROM kernels WHERE run_id = $run GROUP BY name, start_ns)"
-)
+# One kernels row per call (name, start) of run $run. Not picked by rowid (faster on a DuckDB table): a lake's
+# kernels are a view over Parquet, which has no rowid (diag findings --lake, tests/test_ray_engine.py).
+UNIQUE_KERNELS = "SELECT DISTINCT ON (name, start_ns) * FROM kernels WHERE run_id = $run"
 
 
 def unique_tasks_sql() -> str:
