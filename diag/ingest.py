@@ -278,8 +278,9 @@ class Ingestor:
             outcome.message = f"{cand.source}: {one_line(exc)}"
         except Exception as exc:  # a parser bug must not stop the batch nor leave half a file
             outcome.message = f"{cand.source}: internal error ({type(exc).__name__}: {one_line(exc)})"
-        finally:
-            self._fit_memory(None)
+        finally:  # a database a failed write invalidated takes no setting: its one-line error is what to report
+            with contextlib.suppress(duckdb.Error):
+                self._fit_memory(None)
         # an error at commit comes after the parse filled in the outcome: nothing of it was stored
         outcome.status, outcome.rows, outcome.removed = "failed", {}, {}
         self._record_failure(cand, outcome, self._plan.identities.get(cand))
