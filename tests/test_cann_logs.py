@@ -288,6 +288,7 @@ RULE_EXAMPLES = {
     "device_task_exception_reason": "        rtStreamSynchronizeWithTimeout execute failed, reason=[task exception][FUNC:FuncErrorReason][FILE:error_message_manage.cc][LINE:53]",
     "device_sdma_error": "The error from device(chipId:0, dieId:0), serial number is 9. there is a sdma error, sdma channel is 2, sdmaBlkFsmState=0x7, irqStatus=0x220000, cqeStatus=0x3",
     "version_package_not_found": "ERROR: Could not find a version that satisfies the requirement torch-npu==2.5.1.post1.dev20250619 (from versions: 2.4.0, 2.5.1, 2.6.0rc1)",
+    "hccl_setup_stage": "[ERROR] HCCL(3626636,all_reduce_test):2025-11-21-13:18:47.639.882 [op_base.cc:1071] [3626636][InitGroupStage][RanktableDetect]HcclGetRootInfo failed, ret[7]",
     "unclassified_driver_device_count": "        rtGetDeviceCount execution failed, reason=driver error:internal error[FUNC:FuncErrorReason][FILE:error_message_manage.cc][LINE:65]",
     "oom_kv_cache": "(EngineCore_DP0 pid=30023) ERROR 11-26 11:43:04 [core.py:708] ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.",
     "oom_cann": "[PID: 1613532] 2026-03-24-12:14:45.885.234 Memory_Allocation_Failure(EL0004): Failed to allocate memory.",

@@ -12,7 +12,9 @@
 * the runtime failing to count the devices through the driver is an honest unknown with its code (no version named);
 * ATen's multinomial checks in all their spellings (with or without backticks, sum <= 0, negative / non-finite entry)
   are one honest unknown on every device; c10's CPU allocator asked for a petabyte is an impossible size;
-* the op compiler's "get soc version failed" is the unknown-SoC version mismatch.
+* the op compiler's "get soc version failed" is the unknown-SoC version mismatch;
+* HCCL's own stage tags of communicator set-up ([InitGroupStage] / [InitChannelStage] on an ERROR record) are the
+  communication set-up class, whatever the words after them.
 
 Only train files are read (``bench.log_accuracy.half_of``).
 """
@@ -89,6 +91,13 @@ WORDINGS = [
      "drvRetCode=87.", "unclassified_driver_device_count", "unclassified_error"),
     ("        Get device info failed, get device count failed, retCode=0x7020010[FUNC:GetDeviceInfo][FILE:api_error.cc]",
      "unclassified_driver_device_count", "unclassified_error"),
+    # HCCL's stage tags of communicator set-up (hicann/hccl docs/zh/user_guide/fault_diagnosis)
+    ("[ERROR] HCCL(7988,all_reduce_test):2025-03-19-04:16:13.978.979 [topoinfo_exchange_agent.cc:190] [7988]"
+     "[InitGroupStage][RanktableDetect]topo exchange agent get socket timeout", "hccl_setup_stage", "hccl_timeout"),
+    ("[ERROR] HCCL(925892,alltoall_test):2025-10-28-16:34:59.634.432 [sal.cc:501] [925892][InitGroupStage][EnvConfig]"
+     "set ifname to [abc] by HCCL_SOCKET_IFNAME, but not found in", "hccl_setup_stage", "hccl_timeout"),
+    ("[ERROR] HCCL(3743927,all_reduce_test):2025-10-25-16:11:16.831.640 [rank_consistentcy_checker.cc:429] [3743951]"
+     "[InitChannelStage][ParameterConflict]CMD information tag check fail", "hccl_setup_stage", "hccl_timeout"),
     # ATen's multinomial checks, any device, backticks dropped by an issue page
     ("RuntimeError: probability tensor contains either inf, nan or element < 0", "sampling_probability_invalid",
      "unclassified_error"),
@@ -138,6 +147,11 @@ NEIGHBOURS = [
      "cuda_sampling_probability_assert"),
     ("RuntimeError: invalid multinomial distribution (with replacement=False, not enough non-negative category to "
      "sample)", "unclassified_error"),
+    # a stage tag at INFO is progress, not a failure; a link set-up record keeps its more specific rule
+    ("[INFO] HCCL(686,python):2025-10-23-07:52:59.191.363 [op_base.cc:1292] [8970][InitGroupStage][RanktableDetect]"
+     "start root network", None),
+    ("[ERROR] HCCL(3215542,all_reduce_test):2025-11-20-18:18:03.114.306 [transport_manager.cc:886] [3215599]"
+     "[InitChannelStage][Timeout]Transport init error! createLink para:rank[1]", "hccl_link_setup"),
     # a real host allocation (6 GB) is not an impossible size
     ("RuntimeError: [enforce fail at alloc_cpu.cpp:114] data. DefaultCPUAllocator: not enough memory: you tried to "
      "allocate 6383992832 bytes.", "unclassified_error"),
