@@ -82,6 +82,8 @@ WORDINGS = [
      "device_task_exception_reason", "device_exception"),
     ("        rtStreamSynchronize execution failed, reason=hbm Multi-bit ECC error[FUNC:FuncErrorReason]",
      "device_task_exception_reason", "device_exception"),
+    ("[ERROR] RUNTIME(16243,python):2022-09-22-11:27:01.794.510 [api_c.cc:661]16243 rtStreamSynchronize:[EXEC][DEFAULT]"
+     "ErrCode=507001, desc=[task exception], InnerCode=0x7150050", "device_task_exception_reason", "device_exception"),
     # device_error_proc.cc's SDMA report, plog form (the printing function before the message)
     ("[ERROR] RUNTIME(1162,python):2025-02-20-02:16:03.427.001 [device_error_proc.cc:1521]1200 "
      "ProcessStarsSdmaErrorInfo:The error from device(chipId:0, dieId:0), serial number is 9. there is a sdma error, "
