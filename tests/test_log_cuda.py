@@ -153,6 +153,10 @@ RULE_LINES = {
     "CUDA_R_32F, CUBLAS_GEMM_DEFAULT_TENSOR_OP)`",
     "cuda_xid": "[ 1234.567890] NVRM: Xid (PCI:0000:3b:00): 79, pid=2345, GPU has fallen off the bus.",
     "cuda_oom_implausible_size": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1073741824.00 GiB.",
+    "cuda_extension_cuda_mismatch": "RuntimeError: Detected that PyTorch and torchvision were compiled with different "
+    "CUDA major versions. PyTorch has CUDA Version=13.0 and torchvision has CUDA Version=12.8.",
+    "cuda_xformers_built_for_other_torch": "WARNING[XFORMERS]: xFormers can't load C++/CUDA extensions. xFormers was "
+    "built for:",
     "cuda_sampling_probability_assert": "/pytorch/aten/src/ATen/native/cuda/TensorCompare.cu:110: "
     "_assert_async_cuda_kernel: block: [0,0,0], thread: [0,0,0] Assertion `probability tensor contains either `inf`, "
     "`nan` or element < 0` failed.",
@@ -189,6 +193,8 @@ EXPECTED = {  # rule → (category, severity)
     "cuda_unclassified_error": ("unclassified_error", "medium"),
     "cuda_xid": ("device_exception", "high"), "cuda_noise_nccl_info": ("info_noise", "none"),
     "cuda_sampling_probability_assert": ("unclassified_error", "medium"),
+    "cuda_extension_cuda_mismatch": ("version_mismatch", "high"),
+    "cuda_xformers_built_for_other_torch": ("version_mismatch", "medium"),
     "cuda_oom_implausible_size": ("unclassified_error", "medium"),
     "cuda_noise_nccl_library": ("info_noise", "none"), "cuda_noise_torch_nccl_env": ("info_noise", "none"),
     "cuda_noise_torchvision_image": ("info_noise", "none"), "cuda_noise_python_warning": ("info_noise", "none"),

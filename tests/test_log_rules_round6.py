@@ -25,6 +25,7 @@ from bench.log_accuracy import WILD, diagnose, half_of
 from diag.analyses import log_diagnosis
 from diag.analyses.error_codes import describe_code
 from diag.store import Store
+from tests._wild import assert_line_gets_rule, assert_top_cause
 from tests.conftest import ingest_into
 from tests.test_cann_logs import classify_lines
 
@@ -92,10 +93,7 @@ TRAIN_CASES = [
     ("file", "category", "severity", "key"), TRAIN_CASES, ids=[c[0][:6] for c in TRAIN_CASES]
 )
 def test_train_excerpt_top_cause_and_lead_line(file: str, category: str, severity: str, key: str) -> None:
-    assert half_of(file) == "train", f"{file} is in the held half: rules are written against train only"
-    got_category, got_severity, raw = diagnose(WILD / file)
-    assert (got_category, got_severity) == (category, severity)
-    assert key in raw, raw
+    assert_top_cause(file, category, severity, key)
 
 
 # (line as its source prints it, rule id, category); sources in the rules' comments
@@ -178,8 +176,7 @@ WORDINGS = [
     ("line", "rule_id", "category"), WORDINGS, ids=[w[1] + str(i) for i, w in enumerate(WORDINGS)]
 )
 def test_documented_wording_gets_its_rule(line: str, rule_id: str, category: str) -> None:
-    (rec,) = classify_lines([line])
-    assert (rec["rule_id"], rec["category"]) == (rule_id, category)
+    assert_line_gets_rule(line, rule_id, category)
 
 
 @pytest.mark.parametrize(
