@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from diag.analyses.evidence_view import MISSING
+from diag.analyses.postmortem_env import CHECK_KEYS
 from diag.analyses.postmortem_model import Postmortem
 from diag.analyses.postmortem_serving import check_text
 from diag.i18n import t
@@ -100,5 +101,8 @@ def environment_rows(pm: Postmortem) -> list[list[str]]:
     for k, v in pm.environment.items():
         if isinstance(v, dict):
             v = ", ".join(f"{a}={b}" for a, b in list(v.items())[:MAX_ROWS])
-        rows.append([str(k), MISSING if v in (None, "") else str(v)])
+        # the environment check's own entries are diag's words (their JSON keys stay English); the rest are the
+        # run's settings, named as the framework names them
+        label = t(f"pm.env.{k.replace(' ', '_')}") if k in CHECK_KEYS else str(k)
+        rows.append([label, MISSING if v in (None, "") else str(v)])
     return rows

@@ -152,6 +152,7 @@ DATA_VALUES: list[re.Pattern[str]] = [  # English in a data value, not a sentenc
     re.compile(
         r"（\d+ 条记录）[^：]*：.*"
     ),  # a log root cause's title ends with its first log line, as logged
+    re.compile(r"\w+=[^,=]*(?:, \w+=[^,=]*)+"),  # a run's settings as the framework lists them (distributed_args)
 ]
 # English still on Chinese pages, each with where it is written and who translates it: reported (xfail), not
 # failed, until it is translated; then the line goes (the lead, after merging s7-i18nfind / s7-i18nlogs).
