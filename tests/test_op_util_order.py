@@ -1,10 +1,11 @@
 """diag.analyses.op_util's sums are reproducible to the last digit (issue #25): the shapes are costed once per
-distinct (op, shapes, dtypes) and each call takes its cost from that list, and every float sum runs in the calls'
-(name, start) order, whatever the plan or the number of threads. Checked against a recomputation in Python: every
-call costed on its own row by cost_sql, the sums taken one call after another in that order."""
+distinct (op, shapes, dtypes) and each call takes its cost from that list, and every sum adds exact 9-place decimals,
+whatever the plan or the number of threads. Checked against a recomputation in Python: every call costed on its own
+row by cost_sql, the sums taken one call after another."""
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from pathlib import Path
 
@@ -82,13 +83,20 @@ def _figures(rows: list[dict]) -> dict[str, dict]:
     return {r["name"]: {"flops": r["flops"], "bytes": r["bytes"], **{m: r[m] for m in PMU}} for r in rows}
 
 
-def test_sums_equal_a_call_by_call_recomputation_to_the_last_digit(level2: Store) -> None:
+def test_sums_equal_a_call_by_call_recomputation(level2: Store) -> None:
     got = _figures(op_utilization(level2, 1, "kernel"))
     want = _recomputed(_per_call(level2))
     assert len(got) == len(want) == 59
     assert sum(f["flops"] is not None for f in got.values()) == 29
     assert sum(f["aiv_vec_ratio"] is not None for f in got.values()) == 44
-    assert got == want  # exact float equality: same terms, same order
+    # each term is summed as an exact 9-place decimal (op_util.exact_sum), the recomputation as floats in call
+    # order: equal to 12 significant digits; the thread-count test below holds them to the last digit
+    assert got.keys() == want.keys()
+    for name, figures in got.items():
+        for key, value in figures.items():
+            expected = want[name][key]
+            assert (value is None) == (expected is None), (name, key)
+            assert value is None or math.isclose(value, expected, rel_tol=1e-12), (name, key, value, expected)
 
 
 def test_same_figures_on_one_thread_and_on_four(level2: Store) -> None:
