@@ -185,7 +185,7 @@ COST_OUTPUTS = ("dtype0", "o0", "cost_class", "flops", "bytes")  # what the per-
 # 10 s op_utilization on a 3.45M-kernel run.)
 # A group holding a term past 1e20 (a size from corrupted shapes, inf, NaN) sums as DOUBLEs instead: a decimal would
 # overflow, and an overflow must not fail the whole table.
-def exact_sum(expr: str, where: str = "") -> str:
+def exact_sum(expr: SqlFragment, where: SqlFragment | None = None) -> str:
     only = f" FILTER (WHERE {where})" if where else ""
     exact = f"CAST(sum(TRY_CAST({expr} AS DECIMAL(38, 9))){only} AS DOUBLE)"
     return f"CASE WHEN bool_or(NOT (abs({expr}) < 1e20)){only} THEN sum({expr}){only} ELSE {exact} END"
@@ -194,7 +194,9 @@ def exact_sum(expr: str, where: str = "") -> str:
 def _pmu_sql(metric: str) -> str:
     """The duration-weighted mean of one PMU column over a group's calls (NULL where no call has it)."""
     v = f"pmu_values[list_position(names, '{metric}')]"
-    return f"{exact_sum(f'{v} * dur_ns')} / nullif(sum(dur_ns) FILTER (WHERE {v} IS NOT NULL), 0)"
+    return (
+        f"{exact_sum(SqlFragment(f'{v} * dur_ns'))} / nullif(sum(dur_ns) FILTER (WHERE {v} IS NOT NULL), 0)"
+    )
 
 
 # One row per call (name, start): a call listed twice (two exports of one run) counts once, as first stored.
@@ -229,7 +231,7 @@ def _util_sql(by: str, cuda: bool = False) -> str:
              p AS (SELECT g.*, c.names FROM g LEFT JOIN pmu_columns c USING (file_id))
         SELECT {key} AS key, count(*), sum(dur_ns)::BIGINT,
                count(*) FILTER (WHERE {costed}), sum(dur_ns) FILTER (WHERE {costed}),
-               {exact_sum("flops", costed)}, {exact_sum("bytes", costed)},
+               {exact_sum(SqlFragment("flops"), SqlFragment(costed))}, {exact_sum(SqlFragment("bytes"), SqlFragment(costed))},
                mode(dtype0) FILTER (WHERE {costed}), mode(cost_class),
                min(o0[-2]) FILTER (WHERE {matmul} AND {costed}), max(o0[-2]) FILTER (WHERE {matmul} AND {costed}),
                mode(core), {pmu}
