@@ -270,12 +270,11 @@ class Ingestor:
                         key = ident.run_key if ident else run_key_of(cand)
                         self._reserved_runs.setdefault(key, outcome.run_id)
                 outcome.status, outcome.rows, outcome.removed = "failed", {}, {}
-        except BadInputError as exc:
-            outcome.message = str(exc)
-        except duckdb.Error as exc:
-            if full := write_failure(self.store.path, exc):  # the database is invalidated: stop the batch
+        except (BadInputError, duckdb.Error) as exc:
+            # no room to write (the database, or the spill files a parser's query needed): stop the batch
+            if full := write_failure(self.store.path, exc):
                 raise full from None
-            outcome.message = f"{cand.source}: {one_line(exc)}"
+            outcome.message = str(exc) if isinstance(exc, BadInputError) else f"{cand.source}: {one_line(exc)}"
         except Exception as exc:  # a parser bug must not stop the batch nor leave half a file
             outcome.message = f"{cand.source}: internal error ({type(exc).__name__}: {one_line(exc)})"
         finally:  # a database a failed write invalidated takes no setting: its one-line error is what to report

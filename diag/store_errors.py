@@ -31,8 +31,12 @@ def damage_hint(exc: Exception) -> str:
 
 
 _WRITE_FAILED = re.compile(
-    r"No space left on device|File too large|Disk quota exceeded|database has been invalidated", re.I
+    r"No space left on device|File too large|Disk quota exceeded|database has been invalidated"
+    # DuckDB's words when a query's spill files (the temp_directory beside the database) fill the disk
+    r"|failed to offload data block|max_temp_directory_size",
+    re.I,
 )
+_SPILL_FAILED = re.compile(r"failed to offload data block|max_temp_directory_size", re.I)
 
 
 def write_failure(path: Path, exc: BaseException) -> StoreError | None:
@@ -47,7 +51,8 @@ def write_failure(path: Path, exc: BaseException) -> StoreError | None:
     except OSError:
         free = "free space unknown"
     reason = "file size limit reached (ulimit -f)" if "file too large" in text.lower() else "disk full"
+    what = "the database's spill files (in .diag_tmp beside it)" if _SPILL_FAILED.search(text) else "the database"
     return StoreError(
-        f"{path}: {reason} ({free}): could not write the database; the files stored before are intact — "
+        f"{path}: {reason} ({free}): could not write {what}; the files stored before are intact — "
         "make room, then run the same `diag ingest` again (it carries on where it stopped)"
     )

@@ -277,7 +277,10 @@ def test_file_size_limit_mid_ingest_is_one_line_and_the_store_keeps_its_rows(tmp
     assert "MB free): could not write the database; the files stored before are intact" in line
 
 
-def test_full_disk_mid_ingest_is_one_line_naming_the_free_space(tmp_path: Path) -> None:
+# "": the database file fills the disk; "30MB": the trace's read spills (DuckDB's temp_directory beside the
+# database) and the spill files fill it first — CI's run met the second with the default limit
+@pytest.mark.parametrize("ingest_memory", ["", "30MB"], ids=["database_write", "spill_files"])
+def test_full_disk_mid_ingest_is_one_line_naming_the_free_space(tmp_path: Path, ingest_memory: str) -> None:
     mnt = tmp_path / "small_disk"
     mnt.mkdir()
     mounted = subprocess.run(
@@ -292,13 +295,16 @@ def test_full_disk_mid_ingest_is_one_line_naming_the_free_space(tmp_path: Path) 
             [sys.executable, "-m", "diag.cli", "ingest", str(small), "--db", str(db)], cwd=ROOT, check=True
         )  # noqa: E501
         before = query(db, "SELECT run_id, count(*) FROM device_tasks GROUP BY 1 ORDER BY 1")
+        env = {**os.environ, "DIAG_INGEST_MEMORY_LIMIT": ingest_memory} if ingest_memory else None
         proc = subprocess.run(
             [sys.executable, "-m", "diag.cli", "ingest", str(big), "--db", str(db)],
-            cwd=ROOT, capture_output=True, text=True, timeout=300,
+            cwd=ROOT, capture_output=True, text=True, timeout=300, env=env,
         )  # fmt: skip
         line = assert_one_line_and_intact(proc, db, before)
         assert re.match(
             rf"diag: error: {re.escape(str(db))}: disk full \(\d+ MB free\): could not write", line
         )
+        if ingest_memory:
+            assert "spill files" in line
     finally:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
