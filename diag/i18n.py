@@ -95,5 +95,13 @@ def t(key: str, /, **fmt: Any) -> str:
     return text.format(**fmt) if fmt else text
 
 
+SEVERITIES = ("high", "medium", "low", "info")
+
+
+def severity_word(severity: str) -> str:
+    """A stored severity (``high`` … ``info``, the word --json keeps) as the reader's language says it."""
+    return t(f"page.logs.severity.{severity}") if severity in SEVERITIES else severity
+
+
 def is_chinese() -> bool:
     return current_language() == "zh"

@@ -12,7 +12,7 @@ from typing import Any
 from diag.analyses import owners
 from diag.analyses.evidence_view import MISSING, RunClock, evidence_blocks
 from diag.analyses.postmortem import Postmortem
-from diag.i18n import current_language, t
+from diag.i18n import current_language, severity_word, t
 from diag.report_blocks import html_escape as _e
 from diag.report_blocks import html_evidence, html_table, md_escape, md_evidence, md_fence, md_table
 from diag.report_chart import svg_chart
@@ -106,7 +106,7 @@ def to_markdown(pm: Postmortem) -> str:
     if pm.root_cause:
         r = pm.root_cause
         out += [
-            f"**{t('report.root_cause_category')}** {md_escape(r['category'])} ({md_escape(r['severity'])}, "
+            f"**{t('report.root_cause_category')}** {md_escape(r['category'])} ({md_escape(severity_word(r['severity']))}, "
             f"{t('report.root_cause_from', source=md_escape(r['source']))})",
             "",
         ]
@@ -245,7 +245,7 @@ def to_html(pm: Postmortem) -> str:
     if pm.root_cause:
         r = pm.root_cause
         out.append(
-            f'<div class="rc"><b>{_e(t("report.root_cause_category"))}</b> {_e(r["category"])} ({_e(r["severity"])}, '
+            f'<div class="rc"><b>{_e(t("report.root_cause_category"))}</b> {_e(r["category"])} ({_e(severity_word(r["severity"]))}, '
             f"{_e(t('report.root_cause_from', source=r['source']))})<br>{_e(r.get('explanation', ''))}</div>"
         )
     for name, items in sections(pm):

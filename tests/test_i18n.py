@@ -193,6 +193,8 @@ def test_report_in_chinese_md_and_html(sample_db, capsys, tmp_path):
     assert code == 0 and _headings(md) == ZH_SECTIONS
     assert [line for line in md.splitlines() if line.startswith("### ")] == ["### 修改代码"]
     assert not [h for h in EN_SECTIONS if f"## {h}" in md] and "范围：" in md and "**根因类别：**" in md
+    (root_line,) = [line for line in md.splitlines() if line.startswith("**根因类别：**")]
+    assert re.search(r"\((高|中|低|提示), 依据", root_line), root_line  # the severity word too, not "medium"
     out = tmp_path / "r.html"
     code, _, err = _cli(capsys, "report", "--db", str(sample_db), "--run", "1", "--lang", "zh", "--format", "html",
                         "-o", str(out))  # fmt: skip

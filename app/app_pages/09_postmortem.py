@@ -13,7 +13,7 @@ from app.text import md_cells, md_text, plain
 from diag import report
 from diag.analyses.evidence_view import RunClock, evidence_blocks
 from diag.analyses.postmortem_model import Postmortem
-from diag.i18n import t
+from diag.i18n import severity_word, t
 from diag.report import md_escape, to_html, to_json, to_markdown
 
 # the note fields (their labels: page.postmortem.note_<field>) and the scopes (text keys)
@@ -60,7 +60,7 @@ def _root_cause(pm: Postmortem, clock: RunClock) -> None:
         return
     with st.container(border=True):
         st.markdown(
-            f"**{t('report.root_cause_category')}** {md_escape(r['category'])} ({md_escape(r['severity'])}, "
+            f"**{t('report.root_cause_category')}** {md_escape(r['category'])} ({md_escape(severity_word(r['severity']))}, "
             f"{t('report.root_cause_from', source=md_escape(r['source']))})"
         )
         if r.get("explanation"):
