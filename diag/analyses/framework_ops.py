@@ -60,15 +60,21 @@ def launches_sql() -> str:
     """CTEs (run ``$run``) ending in ``launches``: one row per device task that a host call launched — task name,
     start_ns, dur_ns and the launching call's thread (tid) and time (ts)."""
     return f"""
-        tasks AS (SELECT DISTINCT ON (name, start_ns) name, start_ns, dur_ns, connection_id
-                  FROM device_tasks WHERE run_id = $run AND {_counted()}),
-        by_flow AS (SELECT t.name, t.start_ns, t.dur_ns, l.src_tid AS tid, l.src_ts_ns AS ts
+        -- a task stored twice (two exports of one run) is one task; min/max, not DISTINCT ON's arbitrary row,
+        -- so the same database gives the same table on every call
+        tasks AS (SELECT name, start_ns, max(dur_ns) AS dur_ns, min(connection_id) AS connection_id
+                  FROM device_tasks WHERE run_id = $run AND {_counted()} GROUP BY name, start_ns),
+        by_flow AS (SELECT t.name, t.start_ns, t.dur_ns, l.src_tid AS tid, l.src_ts_ns AS ts, 1 AS pref
                     FROM links l JOIN tasks t ON t.start_ns = l.dst_ts_ns
                     WHERE l.run_id = $run AND l.flow_cat IN ({_lit(LAUNCH_FLOWS)})),
-        by_corr AS (SELECT t.name, t.start_ns, t.dur_ns, h.tid, h.start_ns AS ts
+        by_corr AS (SELECT t.name, t.start_ns, t.dur_ns, h.tid, h.start_ns AS ts, 0 AS pref
                     FROM tasks t JOIN host_ops h ON h.run_id = $run AND h.correlation = t.connection_id
                     WHERE h.category IN ({_lit(RUNTIME_CATEGORIES)})),
-        launches AS (SELECT DISTINCT ON (name, start_ns) * FROM (SELECT * FROM by_corr UNION ALL SELECT * FROM by_flow))"""
+        -- one launching call per task: the correlation id's (exact) before a flow arrow's, then the earliest
+        picked AS (SELECT name, start_ns, any_value(dur_ns) AS dur_ns,
+                          arg_min({{'tid': tid, 'ts': ts}}, [pref, ts, coalesce(tid, -1)]) AS call
+                   FROM (SELECT * FROM by_corr UNION ALL SELECT * FROM by_flow) GROUP BY name, start_ns),
+        launches AS (SELECT name, start_ns, dur_ns, call.tid AS tid, call.ts AS ts FROM picked)"""
 
 
 def _owner_sql() -> str:
@@ -79,13 +85,13 @@ def _owner_sql() -> str:
                     FROM host_ops WHERE run_id = $run AND category IN ({_lit(FRAMEWORK_CATEGORIES)})
                          AND regexp_matches(name, '{FRAMEWORK_NAME}')),
              owned AS (SELECT x.name, x.start_ns, any_value(x.dur_ns) AS dur_ns, any_value(x.tid) AS tid,
-                              arg_min(h.op, [h.start_ns, -h.dur_ns]) AS op,
+                              arg_min(h.op, (h.start_ns, -h.dur_ns, h.op)) AS op,  -- ties: by name
                               min(h.start_ns) AS call_ns
                        FROM launches x JOIN fw h ON h.tid = x.tid AND x.ts BETWEEN h.start_ns AND h.start_ns + h.dur_ns
                        GROUP BY x.name, x.start_ns),
              per_kernel AS (SELECT op, name, sum(dur_ns) AS ns FROM owned GROUP BY op, name)
         SELECT o.op, count(DISTINCT (o.tid, o.call_ns)), count(*), sum(o.dur_ns)::BIGINT,
-               (SELECT arg_max(k.name, k.ns) FROM per_kernel k WHERE k.op = o.op)
+               (SELECT k.name FROM per_kernel k WHERE k.op = o.op ORDER BY k.ns DESC, k.name LIMIT 1)
         FROM owned o GROUP BY o.op"""
 
 
