@@ -23,7 +23,7 @@ DCMI_CODES = RULES_DIR / "error_codes_dcmi.csv"  # NPU management (npu-smi) retu
 CUDA_CODES = tuple(RULES_DIR / f"error_codes_{k}.csv" for k in ("cuda", "nccl", "cublas", "cudnn"))
 # AMD ROCm (hipError_t, rocblas_status, hipblasStatus_t) and Intel XPU (ur_result_t, ze_result_t, pi_result), stored as
 # HIP:<name>, ROCBLAS:<name>, HIPBLAS:<name>, UR:<name>, ZE:<name>, PI:<name>
-ROCM_XPU_CODES = tuple(RULES_DIR / f"error_codes_{k}.csv" for k in ("hip", "rocblas", "hipblas", "ur", "ze", "pi"))
+ROCM_XPU_CODES = tuple(RULES_DIR / f"error_codes_{k}.csv" for k in ("hip", "rocblas", "hipblas", "ur", "ze", "pi"))  # fmt: skip
 
 
 def _read(path: Path) -> dict[str, dict[str, str]]:
