@@ -47,7 +47,7 @@ class Rule:
 def catalog_codes(*paths: Path) -> dict[str, tuple[str, ...]]:
     """Category → the catalogued codes that imply it on their own (``codes_from`` of a rule names one)."""
     out: dict[str, list[str]] = {}
-    for path in paths or (CODES_PATH, ACL_CODES_PATH, HCCL_CODES_PATH, *CUDA_CODES_PATHS, *ROCM_XPU_CODES_PATHS):
+    for path in paths or (CODES_PATH, ACL_CODES_PATH, HCCL_CODES_PATH, *CUDA_CODES_PATHS, *ROCM_XPU_CODES_PATHS):  # fmt: skip
         with open(path, encoding="utf-8") as fh:
             for row in csv.DictReader(line for line in fh if not line.startswith("#")):
                 listed = out.setdefault(row["category"], []) if row["category"] else []

@@ -271,3 +271,26 @@ def test_cuda_records_keep_their_rules():
         (["CUDA:cudaErrorIllegalAddress"], "cuda_code_device_exception"),
         (["CUDA:cudaErrorNoKernelImageForDevice"], "cuda_driver_too_old"),
     ]
+
+
+def test_rocm_oom_figures_and_advice():
+    """PyTorch on ROCm prints the CUDA allocator's message with HIP: its figures are read and the advice names
+    ROCm's allocator setting, not torch_npu's (log_patterns.toml oom_torch_npu knew the words, not the platform)."""
+    import json
+
+    from diag.analyses.log_explain import explain
+
+    line = (
+        "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 63.98 GiB "
+        "of which 1.20 GiB is free. Of the allocated memory 40.00 GiB is allocated by PyTorch, and 20.00 GiB is "
+        "reserved by PyTorch but unallocated."
+    )
+    rec = _one(line)
+    figures = json.loads(rec["figures"])
+    assert (rec["rule_id"], figures["requested_bytes"], figures["reserved_unallocated_bytes"]) == (
+        "rocm_oom_torch",
+        2 * 2**30,
+        20 * 2**30,
+    )
+    advice = explain("rocm_oom_torch", "oom", [line], figures).advice
+    assert advice[-1].endswith("fragmentation likely (try PYTORCH_HIP_ALLOC_CONF=expandable_segments:True).")
