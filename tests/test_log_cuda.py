@@ -178,6 +178,16 @@ RULE_LINES = {
     "to load image Python extension: '/usr/lib/python3/dist-packages/torchvision/image.so: undefined symbol: _ZN3c10'",
     "cuda_noise_python_warning": "ERROR 06-01 10:00:00 [x.py:1] /opt/x.py:3: FutureWarning: "
     "`torch.cuda.amp.autocast(args...)` is deprecated. Please use `torch.amp.autocast('cuda', args...)` instead.",
+    # ROCm / XPU (tests/test_log_codes_rocm_xpu.py: the printers' formats)
+    "rocm_code_device_exception": "RuntimeError: HIP error: an illegal memory access was encountered",
+    "rocm_code_oom": "ROCm error: out of memory",
+    "rocm_code_task_timeout": "hipErrorLaunchTimeOut: the launch timed out and was terminated",
+    "rocm_code_version_mismatch": "RuntimeError: HIP error: invalid device function",
+    "rocm_oom_torch": "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+    "capacity of 63.98 GiB of which 1.20 GiB is free.",
+    "xpu_code_device_exception": "RuntimeError: Native API failed. Native API returns: 20 (UR_RESULT_ERROR_DEVICE_LOST)",
+    "xpu_code_oom": "RuntimeError: Native API failed. Native API returns: 39 (UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY)",
+    "xpu_code_op_unsupported": "RuntimeError: Native API failed. Native API returns: 44 (UR_RESULT_ERROR_UNSUPPORTED_FEATURE)",
 }
 EXPECTED = {  # rule → (category, severity)
     "cuda_oom_torch": ("oom", "high"), "cuda_code_device_exception": ("device_exception", "high"),
@@ -198,6 +208,10 @@ EXPECTED = {  # rule → (category, severity)
     "cuda_oom_implausible_size": ("unclassified_error", "medium"),
     "cuda_noise_nccl_library": ("info_noise", "none"), "cuda_noise_torch_nccl_env": ("info_noise", "none"),
     "cuda_noise_torchvision_image": ("info_noise", "none"), "cuda_noise_python_warning": ("info_noise", "none"),
+    "rocm_code_device_exception": ("device_exception", "high"), "rocm_code_oom": ("oom", "high"),
+    "rocm_code_task_timeout": ("task_timeout", "high"), "rocm_code_version_mismatch": ("version_mismatch", "high"),
+    "rocm_oom_torch": ("oom", "high"), "xpu_code_device_exception": ("device_exception", "high"),
+    "xpu_code_oom": ("oom", "high"), "xpu_code_op_unsupported": ("op_unsupported", "high"),
 }  # fmt: skip
 
 

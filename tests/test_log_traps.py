@@ -327,6 +327,21 @@ CODE_EXAMPLES = {
     "cublas": ("RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling `cublasGemmEx( handle)`",
                ["CUBLAS:CUBLAS_STATUS_NOT_SUPPORTED"]),
     "cudnn": ("RuntimeError: cuDNN error: CUDNN_STATUS_EXECUTION_FAILED", ["CUDNN:CUDNN_STATUS_EXECUTION_FAILED"]),
+    # ROCm / XPU (tests/test_log_codes_rocm_xpu.py: the printers' formats, the categories)
+    "hip_named": ("hipErrorNoBinaryForGpu: Unable to find code object for all current devices!",
+                  ["HIP:hipErrorNoBinaryForGpu"]),
+    "hip_message": ("RuntimeError: HIP error: an illegal memory access was encountered", ["HIP:hipErrorIllegalAddress"]),
+    "hip_number": ("HIP error 700 at attn.hip:91", ["HIP:hipErrorIllegalAddress"]),
+    "rocblas": ("rocblas_gemm_ex failed: rocblas_status_internal_error", ["ROCBLAS:rocblas_status_internal_error"]),
+    "hipblas": ("RuntimeError: CUDA error: HIPBLAS_STATUS_NOT_SUPPORTED when calling `hipblasGemmEx(handle, …)`",
+                ["HIPBLAS:HIPBLAS_STATUS_NOT_SUPPORTED"]),
+    "ur": ("RuntimeError: Native API failed. Native API returns: 20 (UR_RESULT_ERROR_DEVICE_LOST)",
+           ["UR:UR_RESULT_ERROR_DEVICE_LOST"]),
+    "ze": ("zeCommandQueueSynchronize returned ZE_RESULT_ERROR_DEVICE_LOST", ["ZE:ZE_RESULT_ERROR_DEVICE_LOST"]),
+    "pi_named": ("RuntimeError: Native API failed. Native API returns: -5 (PI_ERROR_OUT_OF_RESOURCES) -5 "
+                 "(PI_ERROR_OUT_OF_RESOURCES)", ["PI:PI_ERROR_OUT_OF_RESOURCES"]),
+    "pi_message": ("Native API failed. Native API returns: -999 (Unknown PI error) -999 (Unknown PI error)",
+                   ["PI:PI_ERROR_UNKNOWN"]),
 }  # fmt: skip
 
 FIGURE_EXAMPLES = {

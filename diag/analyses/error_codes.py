@@ -21,6 +21,9 @@ HCCL_CODES = RULES_DIR / "error_codes_hccl.csv"  # HcclResult, stored as HCCL:<n
 DCMI_CODES = RULES_DIR / "error_codes_dcmi.csv"  # NPU management (npu-smi) return codes, stored as DCMI:<n>
 # cudaError_t / ncclResult_t / cublasStatus_t / cudnnStatus_t, stored as CUDA:<name>, NCCL:<name> …
 CUDA_CODES = tuple(RULES_DIR / f"error_codes_{k}.csv" for k in ("cuda", "nccl", "cublas", "cudnn"))
+# AMD ROCm (hipError_t, rocblas_status, hipblasStatus_t) and Intel XPU (ur_result_t, ze_result_t, pi_result), stored as
+# HIP:<name>, ROCBLAS:<name>, HIPBLAS:<name>, UR:<name>, ZE:<name>, PI:<name>
+ROCM_XPU_CODES = tuple(RULES_DIR / f"error_codes_{k}.csv" for k in ("hip", "rocblas", "hipblas", "ur", "ze", "pi"))  # fmt: skip
 
 
 def _read(path: Path) -> dict[str, dict[str, str]]:
@@ -36,7 +39,7 @@ def error_codes(
     """The hand-written catalog over the header catalogs: its words (seen in logs) win, the headers add the
     constant's ``name`` and the ``category`` a code implies on its own."""
     headers = _read(acl_path) | _read(hccl_path) | _read(DCMI_CODES)
-    for cuda_path in CUDA_CODES:
+    for cuda_path in (*CUDA_CODES, *ROCM_XPU_CODES):
         headers |= _read(cuda_path)
     merged = {code: dict(row) for code, row in headers.items()}
     for code, row in _read(path).items():
@@ -68,6 +71,12 @@ _CATALOG_PREFIX = {
     "CUBLAS": "cublas",
     "CUDNN": "cudnn",
     "DCMI": "dcmi",
+    "HIP": "hip",
+    "ROCBLAS": "rocblas",
+    "HIPBLAS": "hipblas",
+    "UR": "ur",
+    "ZE": "ze",
+    "PI": "pi",
 }
 
 
