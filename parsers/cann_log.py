@@ -111,9 +111,13 @@ _STRONG = re.compile(
 )
 _WEAK = re.compile(
     # (a torchrun "[rank4]: " prefix before a traceback or its exception line)
-    r"\b(?:ERROR|WARNING|INFO|DEBUG|CRITICAL)\b|^(?:\[rank\d+\]: ?)?(?:Traceback \(most recent call last\)|\w[\w.]*(?:Error|Exception): )"
+    # (or a vLLM process prefix "(APIServer pid=123) " / "(EngineCore_DP0 pid=9, ip=…) " before it)
+    r"\b(?:ERROR|WARNING|INFO|DEBUG|CRITICAL)\b|^(?:\[rank\d+\]: ?|\(\w+ pid=\d+(?:, ip=[\d.]+)?\) )?(?:Traceback \(most recent call last\)|\w[\w.]*(?:Error|Exception): )"
     r"|^[IWEF]\d{4} \d\d:\d\d:\d\d|^\[?\d{4}-\d\d-\d\d[ T-]\d\d:\d\d:\d\d|\btorch|\bNPU\b"
-    r"|\bNVML\b|\bNCCL (?:INFO|WARN|error)|\bCUDA (?:error|out of memory)",  # CUDA consoles (log_patterns_cuda)
+    r"|\bNVML\b|\bNCCL (?:INFO|WARN|error)|\bCUDA (?:error|out of memory)"  # CUDA consoles (log_patterns_cuda)
+    # a CUDA call's failure as llama.cpp's ggml-cuda ("cudaMalloc failed: out of memory") and TensorRT-LLM's check()
+    # ("CUDA runtime error in cudaMemcpyAsync(…): …") print it, without a level (log_codes.toml cuda_call_message)
+    r"|\bcuda(?:Malloc|Memcpy|Memset|Free|HostAlloc)\w* failed: |\bCUDA runtime error in ",
     re.M,
 )
 _JSON_START = re.compile(r'\s*(?:\{|\[\s*(?:\{|"|\[|\]))')

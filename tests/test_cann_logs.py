@@ -285,6 +285,8 @@ RULE_EXAMPLES = {
     "oom_torch_npu": "RuntimeError: NPU out of memory. Tried to allocate 22.00 MiB (NPU 0; 60.97 GiB total capacity; 10.24 GiB already allocated; 10.24 GiB current active; 19.52 MiB free; 10.65 GiB reserved in total by PyTorch)",
     "oom_implausible_size": "RuntimeError: NPU out of memory. Tried to allocate more than 1EB memory.",
     "sampling_probability_invalid": "RuntimeError: invalid multinomial distribution (sum of probabilities <= 0)",
+    "unclassified_cli_argument": "vllm serve: error: argument --quantization/-q: invalid choice: 'ascend' (choose from 'awq', 'fp8')",
+    "unclassified_habana_verify": "/hcl/src/platform/gaudi_common/hcl_device_control_factory.cpp::71(initDevice): The condition [ false ] failed. Invalid server type (4[OCP1]) requested to generate controller.",
     "device_task_exception_reason": "        rtStreamSynchronizeWithTimeout execute failed, reason=[task exception][FUNC:FuncErrorReason][FILE:error_message_manage.cc][LINE:53]",
     "device_sdma_error": "The error from device(chipId:0, dieId:0), serial number is 9. there is a sdma error, sdma channel is 2, sdmaBlkFsmState=0x7, irqStatus=0x220000, cqeStatus=0x3",
     "version_package_not_found": "ERROR: Could not find a version that satisfies the requirement torch-npu==2.5.1.post1.dev20250619 (from versions: 2.4.0, 2.5.1, 2.6.0rc1)",

@@ -188,6 +188,10 @@ RULE_LINES = {
     "xpu_code_device_exception": "RuntimeError: Native API failed. Native API returns: 20 (UR_RESULT_ERROR_DEVICE_LOST)",
     "xpu_code_oom": "RuntimeError: Native API failed. Native API returns: 39 (UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY)",
     "xpu_code_op_unsupported": "RuntimeError: Native API failed. Native API returns: 44 (UR_RESULT_ERROR_UNSUPPORTED_FEATURE)",
+    # w10_021 / w10_010 (train; tests/test_log_rules_round9.py)
+    "rocm_blas_no_tensile_library": 'rocblaslt error: Could not load "TensileLibrary_lazy_gfx1101.dat"',
+    "xpu_ccl_transport_setup": "2025:05:23-19:04:20:(168955) |CCL_ERROR| atl_ofi_helper.cpp:1635 atl_ofi_open_nw_provs: "
+    "can not open network providers",
 }
 EXPECTED = {  # rule → (category, severity)
     "cuda_oom_torch": ("oom", "high"), "cuda_code_device_exception": ("device_exception", "high"),
@@ -212,6 +216,7 @@ EXPECTED = {  # rule → (category, severity)
     "rocm_code_task_timeout": ("task_timeout", "high"), "rocm_code_version_mismatch": ("version_mismatch", "high"),
     "rocm_oom_torch": ("oom", "high"), "xpu_code_device_exception": ("device_exception", "high"),
     "xpu_code_oom": ("oom", "high"), "xpu_code_op_unsupported": ("op_unsupported", "high"),
+    "rocm_blas_no_tensile_library": ("version_mismatch", "low"), "xpu_ccl_transport_setup": ("hccl_timeout", "high"),
 }  # fmt: skip
 
 

@@ -319,6 +319,9 @@ CODE_EXAMPLES = {
                      ["CUDA:cudaErrorIllegalAddress"]),
     # NCCL's CUDACHECK under "ncclUnhandledCudaError: … Last error:" (w3_050)
     "nccl_cuda_failure": ("(VllmWorker rank=7 pid=240) Cuda failure 'out of memory'", ["CUDA:cudaErrorMemoryAllocation"]),
+    # TensorRT-LLM's check() and llama.cpp's ggml-cuda allocator: the CUDA error string after the call
+    "cuda_call_message": ("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 144817.04 MiB on device 0: cudaMalloc "
+                          "failed: out of memory", ["CUDA:cudaErrorMemoryAllocation"]),
     "cuda_number": ("CUDA error 2 at kernel.cu:12", ["CUDA:cudaErrorMemoryAllocation"]),
     "nccl_named": ("ncclSystemError: System call (e.g. socket, malloc) or external library call failed",
                    ["NCCL:ncclSystemError"]),
