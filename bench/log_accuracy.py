@@ -24,7 +24,10 @@ Definitions (per half):
   honest "unclassified error (code X)" on a file that has a category is a miss, not a false positive: it claims
   nothing wrong (the brief: "unclassified error (code X)" beats a wrong category).
 
-    python bench/log_accuracy.py [--half train|held|all] [--index w1] [--json]
+    python bench/log_accuracy.py [--half train|held|all] [--index w1] [--json] [--figures-only]
+
+A rule writer measures the held half with ``--half held --figures-only``: the counts without the names of the
+files it misses (the plain text and the JSON otherwise list them).
 """
 
 from __future__ import annotations
@@ -152,7 +155,7 @@ def print_text(figures: dict[str, dict[str, object]]) -> None:
         print(f"category accuracy  {_pct(f['category_accuracy'])}  ({f['category_hits']})")
         print(f"key-line accuracy  {_pct(f['key_line_accuracy'])}  ({f['key_line_hits']})")
         print(f"false positives    {f['false_positives']}")
-        misses = f["misses"]
+        misses = f.get("misses")
         if misses:
             print(f"{'file':<48} {'expected':<18} {'got':<18} key line")
             for m in misses:  # type: ignore[attr-defined]
@@ -166,9 +169,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--half", choices=("train", "held", "all"), default="all")
     parser.add_argument("--index", help="only the files of INDEX_<INDEX>.csv (e.g. w1); default: every index")
     parser.add_argument("--json", action="store_true", help="one JSON object: figures per half")
+    parser.add_argument(
+        "--figures-only",
+        action="store_true",
+        help="no list of misses (file names): how a rule writer measures the held half without learning its files",
+    )
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     figures = measure(args.half, index=args.index)
+    if args.figures_only:
+        figures = {half: {k: v for k, v in f.items() if k != "misses"} for half, f in figures.items()}
     if args.json:
         print(json.dumps(figures, indent=2))
     else:
