@@ -131,6 +131,27 @@ def test_diag_logs_in_chinese(two_ranks_db, monkeypatch, capsys):
     )
 
 
+def test_diag_logs_table_in_chinese(two_ranks_db, monkeypatch, capsys):
+    """The text output's own words follow the language (scope line, severity, role, the echo note); --json keeps
+    the stored words (high, cause)."""
+    from diag.cli import main
+
+    monkeypatch.setenv("COLUMNS", "250")
+    monkeypatch.setenv("DIAG_LANG", "zh")
+    assert main(["logs", "--db", str(two_ranks_db)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("范围：最近一次事故：episode #1") and "Scope:" not in out
+    rows = [line for line in out.splitlines() if "device_exception" in line or "hccl_timeout" in line]
+    assert "│ 高 " in rows[0] and "│ 根因 " in rows[0], rows
+    assert any("（#1 的连带报错）" in line for line in out.splitlines()), out
+    assert not re.search(r"│ (high|medium|cause|symptom|consequence) ", out), out
+    monkeypatch.setenv("DIAG_LANG", "en")
+    assert main(["logs", "--db", str(two_ranks_db)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Scope: latest incident episode #1") and "(echo of #1)" in out
+    assert _logs_json(capsys, two_ranks_db)["root_causes"][0]["severity"] == "high"
+
+
 # -- error-code meanings ------------------------------------------------------------------------------------
 # every catalog file (a new one is covered without editing this test): error_codes.csv is the hand-written "cann"
 CODE_CATALOGS = {

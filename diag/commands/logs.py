@@ -42,6 +42,7 @@ from diag.analyses.log_diagnosis import LogScope, RootCause, classified_records,
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
 from diag.commands._format import MISSING, cell, escape, fmt_count, path_tails, table
 from diag.errors import DiagError
+from diag.i18n import severity_word, t
 from diag.store import Store
 
 RunOption = Annotated[int | None, typer.Option("--run", help="Logs of this run only (default: every log).")]
@@ -111,23 +112,28 @@ def _first_line(text: str | None, limit: int = 240) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
+def _role_word(role: str) -> str:
+    return t(f"page.logs.role.{role}") if role in ("cause", "symptom", "consequence", "wrapper") else role
+
+
 def _print(scope: LogScope, causes: list[RootCause], records: list[dict]) -> None:
     out = console()
-    out.print(escape(f"Scope: {scope.scope}" + (f". {scope.others}" if scope.others else "")))
+    out.print(escape(t("cli.logs_scope", scope=scope.scope) + (f". {scope.others}" if scope.others else "")))
     if not causes:
-        out.print("No error found in the logs.")
+        out.print(t("cli.logs_none"))
     # a file reads as the shortest tail of its path that no other file of this output shares
     tails = path_tails([*(e.file for c in causes for e in c.evidence[:1]), *(r["source"] for r in records)])
     tbl = table("#", "severity", "category", "role", "ranks", "records", "first", "evidence", "fix",
                 title="Root causes (most likely first)", show_lines=True)  # fmt: skip
     for c in causes:
-        role = c.role + (f" (echo of #{c.echo_of})" if c.echo_of else "")
+        # the words in the reader's language; --json keeps the stored ones (high, cause)
+        role = _role_word(c.role) + (t("cli.logs_echo_of", rank=c.echo_of) if c.echo_of else "")
         first = c.evidence[0] if c.evidence else None
         where = f"{tails.get(first.file, first.file)}:{first.line_no}" if first else ""
         evidence = f"{where}\n{_first_line(first.raw)}" if first else ""
         tbl.add_row(
             cell(c.rank),
-            cell(c.severity),
+            cell(severity_word(c.severity)),
             cell(c.category),
             cell(role),
             cell(",".join(map(str, c.ranks))),
