@@ -74,6 +74,13 @@ def test_breakdown_shows_a_dash_for_a_figure_the_export_lacks_and_lists_every_ru
     assert "  step 1 Computing: ours 1.8 ms, export 1.8 ms (+0.122%)" in lines
     assert f"run {no_comm}: 276 device kernels · 79 operator types · 276.0 kernels per step" in lines
     assert f"run {cuda}: 204 device kernels · 8 operator types · 51.0 kernels per step" in lines
+    # the same lines in Chinese: the command's own words and the bucket headers follow --lang
+    code, out, err = _run(capsys, "--lang", "zh", "breakdown", "--db", str(db))
+    assert code == 0, err
+    lines = out.splitlines()
+    assert f"运行 {cuda}：204 个设备 kernel · 8 种算子类型 · 每迭代 51.0 个 kernel" in lines
+    assert "  迭代 1 Computing：diag 1.8 ms，导出文件 1.8 ms (+0.122%)" in lines
+    assert "AI CPU（回退）" in out and "AI CPU (fallback)" not in out and "device kernels" not in out
 
 
 def test_one_failing_run_is_a_note_and_the_other_runs_are_listed(tmp_path, capsys, monkeypatch):

@@ -13,7 +13,7 @@ from diag.analyses.counts import KernelCounts, kernel_counts
 from diag.analyses.findings import device_findings
 from diag.analyses.log_diagnosis import log_findings
 from diag.analyses.runs import list_runs
-from diag.analyses.stall_breakdown import BUCKET_LABELS, BUCKETS, Breakdown, StepBreakdown, breakdown
+from diag.analyses.stall_breakdown import BUCKETS, Breakdown, StepBreakdown, breakdown
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, per_run, print_failed, print_json
 from diag.commands._format import (
     MISSING,
@@ -28,6 +28,7 @@ from diag.commands._format import (
 )
 from diag.commands.cluster import AddressOption, EngineOption
 from diag.errors import DiagError
+from diag.i18n import t
 from diag.store import Store
 
 # Finding categories that are not a share of device time (shown as — rather than a measured 0.0 %).
@@ -166,23 +167,38 @@ def breakdown_cmd(db: DbOption = DEFAULT, run: RunOption = None, as_json: JsonOp
 
 def _print_breakdown(out: Console, bd: Breakdown, c: KernelCounts) -> None:
     out.print(
-        f"run {bd.run_id}: {fmt_count(c.device_kernels)} device kernels · {fmt_count(c.operator_types)} operator "
-        f"types · {fmt_count(c.kernels_per_step, 1)} kernels per step"
+        t(
+            "cli.kernel_counts",
+            run=bd.run_id,
+            kernels=fmt_count(c.device_kernels),
+            types=fmt_count(c.operator_types),
+            per_step=fmt_count(c.kernels_per_step, 1),
+        )
     )
     if c.note():
-        out.print(f"[yellow]data quality:[/] {escape(c.note() or '')}")
-    tbl = table("step", "E2E", *[BUCKET_LABELS[b] for b in BUCKETS], title=f"run {bd.run_id}")
+        out.print(f"[yellow]{t('cli.data_quality')}[/] {escape(c.note() or '')}")
+    # the bucket labels as the Compare / Stalls pages show them (English: BUCKET_LABELS)
+    tbl = table(
+        "step", "E2E", *[t(f"page.compare.bucket.{b}") for b in BUCKETS], title=t("cli.run", run=bd.run_id)
+    )
     for s in [*bd.steps, *([bd.total] if bd.total and len(bd.steps) > 1 else [])]:
-        label = "total" if s is bd.total else cell(s.step)
+        label = t("cli.total") if s is bd.total else cell(s.step)
         tbl.add_row(label, fmt_ns(s.e2e_ns), *[fmt_share(s.buckets.get(b), s.e2e_ns) for b in BUCKETS])
     out.print(tbl)
     for s in bd.steps:
         for r in s.ours_vs_export():
-            flag = "  MISMATCH" if r["mismatch"] else ""
+            flag = t("cli.mismatch") if r["mismatch"] else ""
             diff = "" if r["diff_pct"] is None else f" ({fmt_pct(r['diff_pct'], 3, signed=True)})"
             out.print(
-                f"  step {cell(s.step)} {escape(r['metric'])}: ours {fmt_ns(r['ours_ns'])}, export "
-                f"{fmt_ns(r['export_ns'])}{diff}{flag}"
+                t(
+                    "cli.ours_vs_export",
+                    step=cell(s.step),
+                    metric=escape(r["metric"]),
+                    ours=fmt_ns(r["ours_ns"]),
+                    export=fmt_ns(r["export_ns"]),
+                    diff=diff,
+                    flag=flag,
+                )
             )
 
 
