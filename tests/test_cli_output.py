@@ -249,3 +249,22 @@ def test_ingest_summary_names_the_runs_in_words(tmp_path, capsys):
         r"stored · [\d.]+ MB read",
         summary,
     ), summary
+
+
+def test_command_messages_follow_the_language(tmp_path, capsys, monkeypatch):
+    """The commands' own one-line messages (no data, pick a run) in Chinese under --lang zh, English otherwise."""
+    monkeypatch.setenv("COLUMNS", "250")
+    empty = tmp_path / "empty.duckdb"
+    _ingest(empty)
+    code, out, _ = _run(capsys, "--lang", "zh", "moe", "--db", str(empty))
+    assert code == 0 and out.startswith("此数据库中没有 MoE 专家负载数据：diag 读取专家热点文件"), out
+    code, out, _ = _run(capsys, "--lang", "zh", "accept", "--db", str(empty))
+    assert "数据库中没有服务化运行" in out, out
+    two = tmp_path / "two.duckdb"
+    _ingest(two, NO_COMM_EXPORT, CUDA_TRACE)
+    code, _, err = _run(capsys, "--lang", "zh", "env", "--db", str(two))
+    assert code == 1 and "数据库中有多个运行：请用 --run ID 或 --job ID 选择一个" in err, err
+    code, _, err = _run(capsys, "--lang", "zh", "ops", "--db", str(two))
+    assert code == 2 and "2 个运行含 kernel：请用 --run 指定（1, 2 之一）" in err, err
+    code, _, err = _run(capsys, "ops", "--db", str(two))
+    assert code == 2 and "2 runs with kernels: pass --run (one of 1, 2)" in err, err

@@ -57,9 +57,7 @@ def scope_runs(store: Store, run_id: int | None, job_id: int | None) -> list[dic
     else:
         rows = cur.execute(f"SELECT {cols} FROM runs ORDER BY run_id LIMIT 2").fetchall()
         if len(rows) > 1:
-            raise DiagError(
-                "several runs in the database: pick one with --run ID or --job ID (see diag runs)"
-            )
+            raise DiagError(tr("cli.pick_run_env"))
     names = ("run_id", "platform", "torch_npu_version", "cann_version", "versions", "metadata")
     return [dict(zip(names, r, strict=True)) for r in rows]
 

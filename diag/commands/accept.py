@@ -71,7 +71,7 @@ def accept_cmd(
 def _print(rows: list[dict[str, Any]], comparison: dict[str, Any] | None, path: str) -> None:
     out = console()
     if not rows:
-        out.print("no serving run in the database: ingest a serving benchmark result (vllm bench serve, …)")
+        out.print(t("cli.no_serving_run"))
         return
     tbl = table(
         "id",

@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from diag.commands._common import DEFAULT, DbOption, LakeOption, console, lake_catalog
+from diag.i18n import t
 from diag.store import Store
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -87,7 +88,7 @@ def app(
     if not no_samples and SAMPLES.is_dir():
         added = ensure_samples(db)
         if added:
-            out.print(f"loaded {added} sample run(s) from {SAMPLES} into {db}")
+            out.print(t("cli.app_samples_loaded", n=added, samples=SAMPLES, db=db))
     env = {**os.environ, "DIAG_DB": str(Path(db).resolve()), **lake_env}
     cap_mb = max(1, int(os.environ.get("DIAG_MAX_UPLOAD_BYTES", str(2 << 30))) // (1 << 20))
     cmd = [
@@ -109,7 +110,7 @@ def app(
         "--browser.gatherUsageStats",
         "false",
     ]
-    out.print(f"diag app on http://{address}:{port} (database {db})")
+    out.print(t("cli.app_serving", address=address, port=port, db=db))
     warning = exposure_warning(address, port)
     if warning:
         console(stderr=True).print(warning, markup=False)

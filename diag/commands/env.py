@@ -37,7 +37,7 @@ def env(
     if result["settings"]:
         out.print(_settings_table(result["settings"]))
     else:
-        out.print("No checked environment variable recorded (profiler metadata ENV_VARIABLES or log lines).")
+        out.print(t("cli.no_env_settings"))
 
 
 def _status(text: str) -> str:

@@ -18,6 +18,7 @@ import typer
 from diag.chrome_trace import write_chrome_trace
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
 from diag.errors import DiagError
+from diag.i18n import t
 from diag.lake import catalog_from_database
 from diag.schema import TABLES, read_name
 from diag.store import Store, sql_literal
@@ -107,7 +108,9 @@ def _export_parquet(out: Path, db: str, fmt: str, as_json: bool) -> None:
     if as_json:
         print_json({"db": db, "out": str(out), "format": fmt, "rows": written})
     else:
-        console().print(f"wrote {sum(written.values()):,} rows of {len(written)} tables to {out}")
+        console().print(
+            t("cli.export_wrote", rows=f"{sum(written.values()):,}", tables=len(written), out=out)
+        )
 
 
 def register(app: typer.Typer) -> None:

@@ -11,6 +11,7 @@ from diag.analyses.moe import MoeView, moe_view
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
 from diag.commands._format import cell, escape, fmt_count, fmt_ns, fmt_num, fmt_pct, table
 from diag.errors import DiagError
+from diag.i18n import t
 from diag.store import Store, q
 
 JobOption = Annotated[
@@ -19,10 +20,11 @@ JobOption = Annotated[
 RunOption = Annotated[
     int | None, typer.Option("--run", help="One run: its expert load only, no cross-rank figures.")
 ]
-NO_LOAD = (
-    "no MoE expert load{where}: diag reads the expert hotspot files {{prefill|decode}}_<rank>.csv (vLLM-Ascend / "
-    "MindIE EPLB dumps, as MindStudio Insight reads them)"
-)
+
+
+def no_load(where: str) -> str:
+    """No expert load data here, and which files diag reads for it (cli.no_moe_load)."""
+    return t("cli.no_moe_load", where=where)
 
 
 class MoeUsageError(DiagError):
@@ -56,22 +58,25 @@ def _view(store: Store, job: int | None, run: int | None) -> MoeView | None:
 
 def _print(view: MoeView) -> None:
     out = console()
-    scope = f"run {view.run_id}" if view.run_id is not None else f"job {view.job_id}"
+    where = (
+        t("cli.no_moe_where_run", run=view.run_id)
+        if view.run_id is not None
+        else t("cli.no_moe_where_job", job=view.job_id)
+    )
+    scope = t("cli.run", run=view.run_id) if view.run_id is not None else t("cli.job", job=view.job_id)
     if not view.layers:
-        out.print(escape(NO_LOAD.format(where=f" for {scope}")))
+        out.print(escape(no_load(where)))
     for f in view.findings:
         out.print(f"[bold]{escape(f.title)}[/]")
         out.print(escape(f.suggestion))
     any_hot = any(layer["hot"] for layer in view.layers)
     if view.layers and not view.findings:
         if not any_hot:
-            out.print(f"{scope}: no hot expert (none at {_hot_ratio()}× its layer's mean tokens or more)")
+            out.print(t("cli.moe_no_hot", scope=scope, ratio=_hot_ratio()))
         elif not view.multi_rank:
-            out.print(f"{scope}: hot experts below; not a multi-rank job, so no cross-rank figures")
+            out.print(t("cli.moe_hot_single_rank", scope=scope))
         else:
-            out.print(
-                f"{scope}: hot experts below; the rank holding them runs no longer GroupedMatmul than its peers"
-            )
+            out.print(t("cli.moe_hot_not_slower", scope=scope))
     hot = table("phase", "layer", "expert", "rank", "tokens", "× mean", "layer gini", "layer CV",
                 title="hot experts (tokens ≥ hot_ratio × the layer's mean)")  # fmt: skip
     for layer in view.layers:
@@ -94,7 +99,7 @@ def _print(view: MoeView) -> None:
         for x in view.rank_tokens:
             by_phase.setdefault(cell(x["phase"]), []).append(f"rank {x['rank']}: {fmt_count(x['tokens'])}")
         for phase, parts in by_phase.items():
-            out.print(f"tokens per rank ({escape(phase)}): {escape(', '.join(parts))}")
+            out.print(t("cli.moe_tokens_per_rank", phase=escape(phase), parts=escape(", ".join(parts))))
 
 
 def moe(
@@ -109,7 +114,7 @@ def moe(
         print_json(view.to_json() if view else empty)
         return
     if view is None:
-        console().print(escape(NO_LOAD.format(where=" in this database")))
+        console().print(escape(no_load(t("cli.no_moe_where_db"))))
         return
     _print(view)
 

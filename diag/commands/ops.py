@@ -67,7 +67,7 @@ def _pick_run(store: Store, run: int | None) -> int:
     if not with_kernels:
         raise DiagError(f"no run with kernels in {store.path}: ingest a profile first")
     raise RunChoiceError(
-        f"{len(with_kernels)} runs with kernels: pass --run (one of {', '.join(map(str, with_kernels))})"
+        t("cli.pick_run_kernels", n=len(with_kernels), choices=", ".join(map(str, with_kernels)))
     )
 
 

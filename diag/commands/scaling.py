@@ -13,6 +13,7 @@ from diag.analyses.scaling import scaling as scaling_result
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
 from diag.commands._format import cell, escape, fmt_count, fmt_ms, fmt_num, fmt_ratio, table
 from diag.errors import DiagError
+from diag.i18n import t
 from diag.store import Store
 
 RunOption = Annotated[
@@ -44,7 +45,7 @@ def pick_runs(store: Store, run: int | None, baseline: int | None) -> tuple[int,
         others = [rid for rid in with_kernels if rid not in cuda]
         if len(others) != 1:
             choices = ", ".join(map(str, others or with_kernels))
-            raise RunChoiceError(f"{len(others)} non-CUDA runs with kernels: pass --run (one of {choices})")
+            raise RunChoiceError(t("cli.pick_run_non_cuda", n=len(others), choices=choices))
         run = others[0]
     if baseline is None and runs[run] not in ("cuda", "rocm") and len(cuda) == 1:
         baseline = cuda[0]
