@@ -160,6 +160,9 @@ def test_timeline_shows_thread_and_op_names_literally(payload_db, monkeypatch):
 
 PAYLOAD_URL_PARTS = ("x.png", "javascript:", "http://x", "127.0.0.1:9", "onerror")
 OPEN_PAGE_HEADINGS = PAGE_HEADINGS
+SCRIPT_DONE = (
+    "() => document.querySelector('[data-testid=\"stApp\"]')?.dataset.testScriptState === 'notRunning'"
+)
 # every element that could fetch, link or run, with the attribute that would carry the payload
 DOM_PROBE = """() => [...document.querySelectorAll('img, a, script, iframe, image, source, link, object, embed')]
     .map(e => [e.tagName, e.getAttribute('src') || e.getAttribute('href') || e.getAttribute('xlink:href') || '',
@@ -197,7 +200,10 @@ def test_no_page_fetches_links_or_runs_a_payload_in_a_browser(served_payload):
         page.goto(url)
         page.get_by_role("heading", name="Runs").wait_for(timeout=60_000)
         for link, heading in OPEN_PAGE_HEADINGS:
-            page.get_by_role("link", name=link, exact=True).click()
+            # Streamlit disables its sidebar links while a page's script runs: on a loaded machine the previous
+            # page may still be running after the 30 s click timeout (CI's clean-clone run met it)
+            page.wait_for_function(SCRIPT_DONE, timeout=120_000)
+            page.get_by_role("link", name=link, exact=True).click(timeout=60_000)
             page.get_by_role("heading", name=heading, exact=True).wait_for(timeout=60_000)
             page.wait_for_load_state("networkidle")
             page.wait_for_timeout(1500)

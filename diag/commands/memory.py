@@ -13,6 +13,7 @@ from diag.analyses.memory_findings import size_text
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
 from diag.commands._format import MISSING, cell, escape, fmt_count, fmt_ns, fmt_pct, path_tails, table
 from diag.errors import DiagError
+from diag.i18n import t
 from diag.store import Store
 
 RunOption = Annotated[
@@ -22,11 +23,7 @@ LogOption = Annotated[
     str | None,
     typer.Option("--log", help="An ingested log file: its OOM and KV-cache figures (path as ingested)."),
 ]
-NO_MEMORY = (
-    "no memory records{where}: torch_npu writes memory_record.csv, operator_memory.csv and npu_module_mem.csv "
-    "only with profile_memory=True (the .db export: MEMORY_RECORD, OP_MEMORY, NPU_MODULE_MEM); on CUDA, "
-    "torch.profiler with profile_memory=True ([memory] events) or nsys --cuda-memory-usage=true"
-)
+# the command's own sentences are in diag/i18n/{en,zh}.toml [cli.memory]: the reader's language; --json keeps keys
 
 
 class MemoryUsageError(DiagError):
@@ -61,12 +58,16 @@ def memory(
     has_memory = summary["peak_reserved_bytes"] is not None or summary["top_allocators"]
     static = summary["static_graph"]
     if not (has_memory or static or summary["oom"] or summary["kv_cache"] or summary["log_settings"]):
-        where = f" for run {summary['run_id']}" if summary["run_id"] is not None else " in this database"
-        out.print(escape(NO_MEMORY.format(where=where)))
+        where = (
+            t("cli.memory.where_run", run=summary["run_id"])
+            if summary["run_id"] is not None
+            else t("cli.memory.where_db")
+        )
+        out.print(escape(t("cli.memory.none", where=where)))
         return
     if summary["run_id"] is not None:
-        more = f" (the last of {others + 1} runs with memory data; --run to choose)" if others > 0 else ""
-        out.print(f"run {summary['run_id']} · {escape(source or MISSING)}{more}")
+        more = t("cli.memory.last_of", n=others + 1) if others > 0 else ""
+        out.print(f"{t('cli.run', run=summary['run_id'])} · {escape(source or MISSING)}{more}")
     if has_memory:
         out.print(escape(headline(summary)))
         for line in detail_lines(summary):
@@ -90,51 +91,61 @@ def headline(s: dict[str, Any]) -> str:
     """The answer first: Peak reserved 57.6 GiB of 64.0 GiB (90.0%) at 1,234.5 ms, step 3, during MatMulV2 — …"""
     peak = s["peak_reserved_bytes"]
     if peak is None:
-        return "No reserved-memory series; operator allocations only"
-    text = f"Peak reserved {size_text(peak)}"
+        return t("cli.memory.no_reserved")
+    text = t("cli.memory.peak", size=size_text(peak))
     if s["capacity_bytes"]:
-        text += f" of {size_text(s['capacity_bytes'])} ({fmt_pct(s['capacity_pct'])})"
+        text += t(
+            "cli.memory.of_capacity", capacity=size_text(s["capacity_bytes"]), pct=fmt_pct(s["capacity_pct"])
+        )
     if s["peak_ts_ms"] is not None:
-        text += f" at {s['peak_ts_ms']:,.1f} ms"
+        text += t("cli.memory.at_ms", ms=f"{s['peak_ts_ms']:,.1f}")
     if s["peak_step"] is not None:
-        text += f", step {s['peak_step']}"
+        text += t("cli.memory.at_step", step=s["peak_step"])
     if s["peak_op"]:
-        text += f", during {s['peak_op']}"
+        text += t("cli.memory.during", op=s["peak_op"])
     if s["headroom_pct"] is not None:
-        return text + f" — headroom {fmt_pct(s['headroom_pct'])} (capacity from the {_capacity_word(s)})"
-    return (
-        text
-        + " — headroom unknown (the device's capacity is not known: no device table entry, no OOM message)"
-    )
+        return text + t("cli.memory.headroom", pct=fmt_pct(s["headroom_pct"]), source=_capacity_word(s))
+    return text + t("cli.memory.headroom_unknown")
 
 
 def _capacity_word(s: dict[str, Any]) -> str:
     name = f": {s['device_name']}" if s.get("device_name") else ""
-    return {"device_table": f"device table{name}", "log": "OOM message"}.get(s["capacity_from"], MISSING)
+    words = {"device_table": t("cli.memory.from_device_table") + name, "log": t("cli.memory.from_oom")}
+    return words.get(s["capacity_from"], MISSING)
 
 
 def detail_lines(s: dict[str, Any]) -> list[str]:
     lines = [
-        f"Reserved series {s['reserved_series'] or MISSING}; allocator series {s['allocator_series'] or MISSING}"
+        t(
+            "cli.memory.series",
+            reserved=s["reserved_series"] or MISSING,
+            allocator=s["allocator_series"] or MISSING,
+        )
     ]
     if s["peak_allocated_bytes"] is not None:
         lines.append(
-            f"Peak allocated {size_text(s['peak_allocated_bytes'])}; allocator slack (reserved − allocated) "
-            f"{size_text(s['slack_at_peak_bytes'])} ({fmt_pct(s['slack_at_peak_pct'])}) at its reserved peak, "
-            f"{size_text(s['slack_peak_bytes'])} at most"
+            t(
+                "cli.memory.allocated",
+                allocated=size_text(s["peak_allocated_bytes"]),
+                slack=size_text(s["slack_at_peak_bytes"]),
+                pct=fmt_pct(s["slack_at_peak_pct"]),
+                most=size_text(s["slack_peak_bytes"]),
+            )
         )
     if s["non_app_bytes"] is not None:
         parts = ", ".join(
             f"{m['module']} {size_text(m['peak_reserved_bytes'])}" for m in s["non_app_modules"][:5]
         )
-        lines.append(
-            f"Held outside the framework (npu_module_mem): {size_text(s['non_app_bytes'])} at most ({parts})"
-        )
+        lines.append(t("cli.memory.outside", size=size_text(s["non_app_bytes"]), parts=parts))
     churn = s["churn"]
     if churn:
         lines.append(
-            f"Allocation churn: {fmt_count(churn['allocs_per_step'], 1)} allocations and "
-            f"{fmt_count(churn['frees_per_step'], 1)} frees per step over {len(churn['per_step'])} step(s)"
+            t(
+                "cli.memory.churn",
+                allocs=fmt_count(churn["allocs_per_step"], 1),
+                frees=fmt_count(churn["frees_per_step"], 1),
+                steps=len(churn["per_step"]),
+            )
         )
     return lines
 
@@ -143,9 +154,8 @@ def static_graph_line(g: dict[str, Any]) -> str:
     """Static graph memory (graph mode): 1.4 GiB over 6 ops (largest: model.layers.0.mlp/MatMulV2 1.0 GiB)."""
     largest = g["ops"][0] if g["ops"] else None
     biggest = f"{largest['name']} {size_text(largest['bytes'])}" if largest else MISSING
-    return (
-        f"Static graph memory (graph mode): {size_text(g['total_bytes'])} over {fmt_count(g['op_count'])} ops "
-        f"(largest: {biggest})"
+    return t(
+        "cli.memory.static", size=size_text(g["total_bytes"]), ops=fmt_count(g["op_count"]), largest=biggest
     )
 
 
@@ -185,10 +195,19 @@ def oom_line(s: dict[str, Any]) -> str:
     """The answer when there is no profile: 1 OOM in the logs: out_of_memory (asked for 72.0 MiB of 61.3 GiB)."""
     parts = []
     for o in s["oom"]:
-        asked = f"asked for {size_text(o.get('requested_bytes'))}" if o.get("requested_bytes") else ""
-        of = f" of {size_text(o['capacity_bytes'])}" if asked and o.get("capacity_bytes") else ""
+        asked = (
+            t("cli.memory.asked", size=size_text(o.get("requested_bytes")))
+            if o.get("requested_bytes")
+            else ""
+        )
+        of = (
+            t("cli.memory.of", size=size_text(o["capacity_bytes"]))
+            if asked and o.get("capacity_bytes")
+            else ""
+        )
         parts.append(f"{o.get('verdict') or 'unknown'}" + (f" ({asked}{of})" if asked else ""))
-    return f"{len(parts)} OOM{'s' if len(parts) != 1 else ''} in the logs: {', '.join(parts)}"
+    key = "cli.memory.ooms_one" if len(parts) == 1 else "cli.memory.ooms"
+    return t(key, n=len(parts), list=", ".join(parts))
 
 
 def _print_logs(out: Console, s: dict[str, Any]) -> None:
