@@ -268,3 +268,13 @@ def test_command_messages_follow_the_language(tmp_path, capsys, monkeypatch):
     assert code == 2 and "2 个运行含 kernel：请用 --run 指定（1, 2 之一）" in err, err
     code, _, err = _run(capsys, "ops", "--db", str(two))
     assert code == 2 and "2 runs with kernels: pass --run (one of 1, 2)" in err, err
+
+
+def test_memory_answer_follows_the_language(sample_db, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")
+    code, out, err = _run(capsys, "--lang", "zh", "memory", "--db", str(sample_db))
+    assert code == 0, err
+    assert re.search(r"^内存峰值（reserved）\d", out, re.M) and "分配抖动：每迭代" in out, out
+    assert not re.search(r"Peak reserved|Allocation churn|Held outside", out), out
+    code, out, _ = _run(capsys, "memory", "--db", str(sample_db))
+    assert re.search(r"^Peak reserved \d", out, re.M) and "Allocation churn: " in out, out
