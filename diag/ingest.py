@@ -274,7 +274,9 @@ class Ingestor:
             # no room to write (the database, or the spill files a parser's query needed): stop the batch
             if full := write_failure(self.store.path, exc):
                 raise full from None
-            outcome.message = str(exc) if isinstance(exc, BadInputError) else f"{cand.source}: {one_line(exc)}"
+            outcome.message = (
+                str(exc) if isinstance(exc, BadInputError) else f"{cand.source}: {one_line(exc)}"
+            )
         except Exception as exc:  # a parser bug must not stop the batch nor leave half a file
             outcome.message = f"{cand.source}: internal error ({type(exc).__name__}: {one_line(exc)})"
         finally:  # a database a failed write invalidated takes no setting: its one-line error is what to report

@@ -51,7 +51,11 @@ def write_failure(path: Path, exc: BaseException) -> StoreError | None:
     except OSError:
         free = "free space unknown"
     reason = "file size limit reached (ulimit -f)" if "file too large" in text.lower() else "disk full"
-    what = "the database's spill files (in .diag_tmp beside it)" if _SPILL_FAILED.search(text) else "the database"
+    what = (
+        "the database's spill files (in .diag_tmp beside it)"
+        if _SPILL_FAILED.search(text)
+        else "the database"
+    )
     return StoreError(
         f"{path}: {reason} ({free}): could not write {what}; the files stored before are intact — "
         "make room, then run the same `diag ingest` again (it carries on where it stopped)"

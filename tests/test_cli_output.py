@@ -278,3 +278,25 @@ def test_memory_answer_follows_the_language(sample_db, capsys, monkeypatch):
     assert not re.search(r"Peak reserved|Allocation churn|Held outside", out), out
     code, out, _ = _run(capsys, "memory", "--db", str(sample_db))
     assert re.search(r"^Peak reserved \d", out, re.M) and "Allocation churn: " in out, out
+
+
+def test_every_command_s_own_sentences_are_chinese_under_lang_zh(sample_db, capsys, monkeypatch):
+    """Each command's text output on the samples holds no English sentence of diag's own under --lang zh (data
+    values — kernel names, raw log lines, paths — are the user's; commands that print those whole are left out)."""
+    from tests.test_i18n import english_sentences
+
+    monkeypatch.setenv("COLUMNS", "400")
+    kernels = _run_id(sample_db, "msinsight_level2_rank0_ascend_pt")
+    commands = [
+        ["runs"], ["breakdown"], ["ops", "--run", str(kernels)], ["ops", "--run", str(kernels), "--util"],
+        ["memory"], ["env", "--run", str(kernels)], ["moe"], ["scaling", "--run", str(kernels)], ["accept"],
+        ["cluster"], ["compare", str(kernels), str(_run_id(sample_db, "h100_decode_tp1.pt.trace.json"))],
+    ]  # fmt: skip
+    found = {}
+    for args in commands:
+        code, out, err = _run(capsys, "--lang", "zh", *args, "--db", str(sample_db))
+        assert code == 0, (args, err)
+        cells = [c.strip() for line in (out + err).splitlines() for c in re.split(r"[│┃]", line) if c.strip()]
+        if english := english_sentences(cells):
+            found[" ".join(args)] = english
+    assert found == {}

@@ -259,9 +259,9 @@ def answer(
     if reasons:
         text = "; ".join(reasons)
     elif not versions and platforms and "ascend" not in platforms:
-        text = f"A {'/'.join(sorted(platforms))} run: diag holds no version matrix for it (the tables are the Ascend stack's)"
+        text = tr("vm.answer_other_platform", platforms="/".join(sorted(platforms)))
     elif not versions:
-        text = "No Ascend stack versions recorded (profiler_info, profiler metadata or logs): the pairing is not checked"
+        text = tr("vm.answer_no_versions")
     elif all(v["status"] == "supported" for v in versions):
         shown = ", ".join(f"{LABELS.get(v['component'], v['component'])} {v['version']}" for v in versions)
         text = f"{shown}: a published pairing (version matrix read {_date_read()})"

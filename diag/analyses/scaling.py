@@ -238,11 +238,9 @@ def _notes(g: dict[str, Any], baseline_run_id: int | None, t: dict[str, Any]) ->
     out = []
     lengths = len(g["points"])
     if lengths < t["min_lengths"]:
-        out.append(
-            f"{g['label']}: {lengths} distinct length(s); at least {t['min_lengths']} are needed for a slope"
-        )
+        out.append(tr("scaling.note_few_lengths", label=g["label"], n=lengths, min=t["min_lengths"]))
     if baseline_run_id is not None and not g["compared_lengths"]:
-        out.append(f"{g['label']}: the baseline has no step at the same lengths, so no ratio")
+        out.append(tr("scaling.note_no_common_lengths", label=g["label"]))
     return out
 
 

@@ -15,6 +15,7 @@ from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_
 from diag.commands._format import cell, escape, fmt_count, fmt_ms, fmt_num, fmt_ratio, table
 from diag.commands._framework_ops import print_framework_ops
 from diag.errors import DiagError
+from diag.i18n import t
 from diag.store import Store
 
 
@@ -80,8 +81,15 @@ def _print(result: Comparison) -> None:
     loss = result.biggest_loss()
     if loss:
         out.print(
-            f"biggest loss: {escape(loss['label'])} {fmt_ms(loss['delta_per_step_ms'], signed=True)} ms/step "
-            f"({fmt_ms(loss['per_step_a_ms'])} vs {fmt_ms(loss['per_step_b_ms'])} ms)"
+            t(
+                "cli.biggest_loss",
+                label=escape(
+                    t(f"page.compare.bucket.{loss['bucket']}") if loss.get("bucket") else loss["label"]
+                ),
+                delta=fmt_ms(loss["delta_per_step_ms"], signed=True),
+                a=fmt_ms(loss["per_step_a_ms"]),
+                b=fmt_ms(loss["per_step_b_ms"]),
+            )
         )
     _print_memory(result)
     print_framework_ops(result.framework_ops)

@@ -9,6 +9,7 @@ from diag.analyses.op_util import UTIL_KEYS, op_utilization
 from diag.commands._common import console, print_json
 from diag.commands._format import cell, escape, fmt_count, fmt_ms, fmt_num, fmt_pct, table
 from diag.errors import DiagError
+from diag.i18n import t
 from diag.store import Store
 
 
@@ -47,11 +48,6 @@ def print_util(run_id: int, by: str, rows: list[dict[str, Any]], total_rows: int
     out.print(tbl)
     if total_rows > len(rows):
         out.print(f"{total_rows - len(rows)} more row(s): --top 0 shows every row")
-    for peak in _peaks(rows) or [
-        "no op has FLOPs and bytes from its shapes (CUDA: none unless record_shapes)"
-    ]:
-        out.print(escape(f"peaks: {peak}"))
-    out.print(escape("MFU: achieved ÷ the dense peak for the op's dtype of the unit it ran on (vector-core ops: "
-                     "the vector unit's); BW: achieved ÷ HBM bandwidth; bound: latency when calls average under "
-                     "[utilization] latency_max_mean_us, else the roofline side of the ridge point (peak FLOP/s ÷ "
-                     "bytes/s)"))  # fmt: skip
+    for peak in _peaks(rows) or [t("cli.ops_util_no_shapes")]:
+        out.print(escape(t("cli.ops_util_peaks", peak=peak)))
+    out.print(escape(t("cli.ops_util_legend")))

@@ -98,13 +98,11 @@ def _print(result: dict[str, Any], platforms: dict[int, str]) -> None:
         line = f"slope: {_slope(g['slope'])}" + (f"; baseline {_slope(g['baseline_slope'])}" if b else "")
         out.print(escape(line))
     for note in result["notes"]:
-        out.print(escape(f"note: {note}"))
+        out.print(escape(t("scaling.note", note=note)))
     if base is None:
-        out.print(
-            "no baseline: pass --baseline ID (a CUDA run of the same workload) for the ratio per length"
-        )
+        out.print(t("scaling.no_baseline"))
     if result["groups"]:
-        out.print(cell("ms: mean device time per step at that length; ratio: this run ÷ the baseline"))
+        out.print(cell(t("scaling.legend")))
 
 
 def _ms(ns: float | None) -> str:
