@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 
 from app.glossary import help_for
 from app.text import md_text, plain
-from diag.analyses.stall_breakdown import BUCKET_LABELS, BUCKETS, Breakdown
+from diag.analyses.stall_breakdown import BUCKET_LABELS, BUCKETS, Breakdown, bucket_label
 from diag.i18n import t
 
 RUNS_COLUMNS = {  # the columns a person reads first come first; the long source path last
@@ -85,7 +85,7 @@ def breakdown_figure(bd: Breakdown) -> go.Figure:
     for b in BUCKETS:
         values = [s.buckets[b] / 1e6 for s in steps]
         shares = [100 * s.buckets[b] / max(s.e2e_ns, 1) for s in steps]
-        name = t(f"page.compare.bucket.{b}")  # BUCKET_LABELS[b] in English
+        name = bucket_label(b)
         fig.add_trace(
             go.Bar(
                 name=name,
@@ -217,11 +217,6 @@ def compare_classes_frame(cmp) -> pd.DataFrame:  # noqa: ANN001
             for c in cmp.classes
         ]
     )
-
-
-def bucket_label(bucket: str) -> str:
-    """A bucket's label (diag.analyses.stall_breakdown.BUCKET_LABELS) in the session's language."""
-    return t(f"page.compare.bucket.{bucket}") if bucket in BUCKET_LABELS else bucket
 
 
 def compare_overall_frame(cmp) -> pd.DataFrame:  # noqa: ANN001

@@ -96,11 +96,22 @@ def t(key: str, /, **fmt: Any) -> str:
 
 
 SEVERITIES = ("high", "medium", "low", "info")
+ROLES = (
+    "cause",
+    "symptom",
+    "consequence",
+    "wrapper",
+)  # a log root cause's role (diag.analyses.log_diagnosis)
 
 
 def severity_word(severity: str) -> str:
     """A stored severity (``high`` … ``info``, the word --json keeps) as the reader's language says it."""
     return t(f"page.logs.severity.{severity}") if severity in SEVERITIES else severity
+
+
+def role_word(role: str) -> str:
+    """A log root cause's stored role (``cause`` …, the word --json keeps) in the reader's language."""
+    return t(f"page.logs.role.{role}") if role in ROLES else role
 
 
 def is_chinese() -> bool:

@@ -30,13 +30,13 @@ def damage_hint(exc: Exception) -> str:
     )
 
 
+# DuckDB's words when a query's spill files (the temp_directory beside the database) fill the disk
+_SPILL_FAILED = re.compile(r"failed to offload data block|max_temp_directory_size", re.I)
 _WRITE_FAILED = re.compile(
-    r"No space left on device|File too large|Disk quota exceeded|database has been invalidated"
-    # DuckDB's words when a query's spill files (the temp_directory beside the database) fill the disk
-    r"|failed to offload data block|max_temp_directory_size",
+    r"No space left on device|File too large|Disk quota exceeded|database has been invalidated|"
+    + _SPILL_FAILED.pattern,
     re.I,
 )
-_SPILL_FAILED = re.compile(r"failed to offload data block|max_temp_directory_size", re.I)
 
 
 def write_failure(path: Path, exc: BaseException) -> StoreError | None:

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from diag.analyses.error_codes import NAMED_CODE_CATALOGS
 from diag.analyses.log_rule_files import merged_rule_data
 from parsers._log_literals import FOLDED_INTO_ASCII, required_literals
 from parsers._log_regex import ascii_regex
@@ -23,10 +24,6 @@ RULES_PATH = Path(__file__).resolve().parent.parent / "diag" / "rules" / "log_pa
 ACL_CODES_PATH = RULES_PATH.parent / "error_codes_acl.csv"
 HCCL_CODES_PATH = RULES_PATH.parent / "error_codes_hccl.csv"
 CODES_PATH = RULES_PATH.parent / "error_codes.csv"  # the hand-written catalog (codes seen in logs)
-# CUDA / NCCL / cuBLAS / cuDNN header catalogs (CUDA:<name> …), for the CUDA rules' codes_from
-CUDA_CODES_PATHS = tuple(RULES_PATH.parent / f"error_codes_{k}.csv" for k in ("cuda", "nccl", "cublas", "cudnn"))  # fmt: skip
-# AMD ROCm / Intel XPU header catalogs (HIP:<name>, ROCBLAS:, HIPBLAS:, UR:, ZE:, PI:), for the ROCm / XPU rules' codes_from
-ROCM_XPU_CODES_PATHS = tuple(RULES_PATH.parent / f"error_codes_{k}.csv" for k in ("hip", "rocblas", "hipblas", "ur", "ze", "pi"))  # fmt: skip
 
 
 # -- rules ---------------------------------------------------------------------------------------------------
@@ -47,7 +44,7 @@ class Rule:
 def catalog_codes(*paths: Path) -> dict[str, tuple[str, ...]]:
     """Category → the catalogued codes that imply it on their own (``codes_from`` of a rule names one)."""
     out: dict[str, list[str]] = {}
-    for path in paths or (CODES_PATH, ACL_CODES_PATH, HCCL_CODES_PATH, *CUDA_CODES_PATHS, *ROCM_XPU_CODES_PATHS):  # fmt: skip
+    for path in paths or (CODES_PATH, ACL_CODES_PATH, HCCL_CODES_PATH, *NAMED_CODE_CATALOGS):
         with open(path, encoding="utf-8") as fh:
             for row in csv.DictReader(line for line in fh if not line.startswith("#")):
                 listed = out.setdefault(row["category"], []) if row["category"] else []

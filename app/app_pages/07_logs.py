@@ -17,7 +17,7 @@ from diag.analyses import log_diagnosis as diagnosis
 from diag.analyses import log_episodes
 from diag.analyses.evidence_view import MISSING, RunClock, log_blocks
 from diag.commands._format import header_text
-from diag.i18n import current_language, t
+from diag.i18n import current_language, role_word, severity_word, t
 
 SEVERITY = {
     "high": ":red-badge[{}]",
@@ -29,11 +29,7 @@ SEVERITY = {
 
 def severity_badge(severity: str) -> str:
     badge = SEVERITY.get(severity)
-    return badge.format(t(f"page.logs.severity.{severity}")) if badge else severity
-
-
-def role_text(role: str) -> str:
-    return t(f"page.logs.role.{role}") if role in ("cause", "symptom", "consequence", "wrapper") else role
+    return badge.format(severity_word(severity)) if badge else severity
 
 
 # sized so that a code (EZ9999, ERR00100, EI0002…) and the message are read whole, not clipped
@@ -131,7 +127,7 @@ for c in causes:
         echo = t("page.logs.cause_echo", rank=c.echo_of) if c.echo_of else ""
         ranks = t("page.logs.ranks", ranks=", ".join(map(str, c.ranks))) if c.ranks else ""
         st.markdown(
-            f"**#{c.rank}** {severity_badge(c.severity)} **{md_text(c.title)}** · {md_text(role_text(c.role))}{echo}{ranks} · "
+            f"**#{c.rank}** {severity_badge(c.severity)} **{md_text(c.title)}** · {md_text(role_word(c.role))}{echo}{ranks} · "
             + t("page.logs.cause_count", n=c.count, first=_time(c.first_ns))
         )
         st.markdown(md_text(c.explanation))

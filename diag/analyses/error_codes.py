@@ -19,11 +19,14 @@ ERROR_CODE_PARTS = RULES_DIR / "error_code_parts.csv"
 ACL_CODES = RULES_DIR / "error_codes_acl.csv"  # every ACL / runtime / GE return code of the public headers
 HCCL_CODES = RULES_DIR / "error_codes_hccl.csv"  # HcclResult, stored as HCCL:<n>
 DCMI_CODES = RULES_DIR / "error_codes_dcmi.csv"  # NPU management (npu-smi) return codes, stored as DCMI:<n>
-# cudaError_t / ncclResult_t / cublasStatus_t / cudnnStatus_t, stored as CUDA:<name>, NCCL:<name> …
-CUDA_CODES = tuple(RULES_DIR / f"error_codes_{k}.csv" for k in ("cuda", "nccl", "cublas", "cudnn"))
-# AMD ROCm (hipError_t, rocblas_status, hipblasStatus_t) and Intel XPU (ur_result_t, ze_result_t, pi_result), stored as
-# HIP:<name>, ROCBLAS:<name>, HIPBLAS:<name>, UR:<name>, ZE:<name>, PI:<name>
-ROCM_XPU_CODES = tuple(RULES_DIR / f"error_codes_{k}.csv" for k in ("hip", "rocblas", "hipblas", "ur", "ze", "pi"))  # fmt: skip
+# The header catalogs of the other stacks, one place for the diagnosis and the log rules' codes_from: NVIDIA
+# (cudaError_t / ncclResult_t / cublasStatus_t / cudnnStatus_t: CUDA:<name>, NCCL:<name> …), AMD ROCm (hipError_t,
+# rocblas_status, hipblasStatus_t: HIP:, ROCBLAS:, HIPBLAS:) and Intel XPU (ur_result_t, ze_result_t, pi_result: UR:,
+# ZE:, PI:)
+NAMED_CODE_CATALOGS = tuple(
+    RULES_DIR / f"error_codes_{k}.csv"
+    for k in ("cuda", "nccl", "cublas", "cudnn", "hip", "rocblas", "hipblas", "ur", "ze", "pi")
+)
 
 
 def _read(path: Path) -> dict[str, dict[str, str]]:
@@ -39,8 +42,8 @@ def error_codes(
     """The hand-written catalog over the header catalogs: its words (seen in logs) win, the headers add the
     constant's ``name`` and the ``category`` a code implies on its own."""
     headers = _read(acl_path) | _read(hccl_path) | _read(DCMI_CODES)
-    for cuda_path in (*CUDA_CODES, *ROCM_XPU_CODES):
-        headers |= _read(cuda_path)
+    for named in NAMED_CODE_CATALOGS:
+        headers |= _read(named)
     merged = {code: dict(row) for code, row in headers.items()}
     for code, row in _read(path).items():
         merged[code] = {**merged.get(code, {}), **row}

@@ -9,14 +9,9 @@ from diag.analyses.compare import compare
 from diag.analyses.counts import kernel_counts
 from diag.analyses.findings import Finding, device_findings
 from diag.analyses.postmortem_model import Postmortem, Statement
-from diag.analyses.stall_breakdown import BUCKET_LABELS, BUCKETS, breakdown
+from diag.analyses.stall_breakdown import BUCKET_LABELS, BUCKETS, breakdown, bucket_label
 from diag.i18n import t
 from diag.store import Store
-
-
-def _bucket_label(bucket: str) -> str:
-    """A bucket's label in the current language (the Ascend vs CUDA page's names; in English BUCKET_LABELS)."""
-    return t(f"page.compare.bucket.{bucket}")
 
 
 def device_story(
@@ -47,7 +42,7 @@ def device_story(
             ms=f"{e2e / 1e6:,.3f}",
             kernels=f"{counts.device_kernels:,}",
             per_step=per_step,
-            shares=", ".join(f"{_bucket_label(c['bucket'])} {c['pct']:.1f}%" for c in top),
+            shares=", ".join(f"{bucket_label(c['bucket'])} {c['pct']:.1f}%" for c in top),
             quality=t("pm.device.quality", note=counts.note()) if counts.note() else "",
         ),
         {

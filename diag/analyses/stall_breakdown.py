@@ -24,6 +24,7 @@ from functools import cache
 from pathlib import Path
 
 from diag.analyses import op_classes
+from diag.i18n import t
 from diag.store import Store
 
 RULES = Path(__file__).resolve().parent.parent / "rules" / "compute_classes.csv"
@@ -40,6 +41,13 @@ BUCKET_LABELS = {
     "memcpy_exposed": "Memcpy H2D/D2H/D2D (not overlapped)",
     "idle": "Idle (nothing on device)",
 }
+
+
+def bucket_label(bucket: str) -> str:
+    """A bucket's label in the reader's language (English: BUCKET_LABELS; the pages and the CLI share it)."""
+    return t(f"page.compare.bucket.{bucket}") if bucket in BUCKET_LABELS else bucket
+
+
 NON_COMPUTE_KINDS = ("COMMUNICATION", "COMM_TASK", "MEMCPY", "SYNC")
 # Category codes in the sweep, in bucket priority order; 6 = communication, 7 = memcpy.
 _CAT = {b: i for i, b in enumerate(COMPUTE_BUCKETS)} | {"comm": 6, "memcpy": 7}

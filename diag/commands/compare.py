@@ -10,6 +10,7 @@ from diag.analyses.before_after import before_after, same_platform
 from diag.analyses.compare import Comparison
 from diag.analyses.compare import compare as compare_runs
 from diag.analyses.compare_memory import has_memory, memory_rows
+from diag.analyses.stall_breakdown import bucket_label
 from diag.commands._before_after import print_before_after
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
 from diag.commands._format import cell, escape, fmt_count, fmt_ms, fmt_num, fmt_ratio, table
@@ -83,9 +84,7 @@ def _print(result: Comparison) -> None:
         out.print(
             t(
                 "cli.biggest_loss",
-                label=escape(
-                    t(f"page.compare.bucket.{loss['bucket']}") if loss.get("bucket") else loss["label"]
-                ),
+                label=escape(bucket_label(loss["bucket"])),
                 delta=fmt_ms(loss["delta_per_step_ms"], signed=True),
                 a=fmt_ms(loss["per_step_a_ms"]),
                 b=fmt_ms(loss["per_step_b_ms"]),

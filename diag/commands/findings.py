@@ -13,7 +13,7 @@ from diag.analyses.counts import KernelCounts, kernel_counts
 from diag.analyses.findings import device_findings
 from diag.analyses.log_diagnosis import log_findings
 from diag.analyses.runs import list_runs
-from diag.analyses.stall_breakdown import BUCKETS, Breakdown, StepBreakdown, breakdown
+from diag.analyses.stall_breakdown import BUCKETS, Breakdown, StepBreakdown, breakdown, bucket_label
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, per_run, print_failed, print_json
 from diag.commands._format import (
     MISSING,
@@ -177,10 +177,7 @@ def _print_breakdown(out: Console, bd: Breakdown, c: KernelCounts) -> None:
     )
     if c.note():
         out.print(f"[yellow]{t('cli.data_quality')}[/] {escape(c.note() or '')}")
-    # the bucket labels as the Compare / Stalls pages show them (English: BUCKET_LABELS)
-    tbl = table(
-        "step", "E2E", *[t(f"page.compare.bucket.{b}") for b in BUCKETS], title=t("cli.run", run=bd.run_id)
-    )
+    tbl = table("step", "E2E", *[bucket_label(b) for b in BUCKETS], title=t("cli.run", run=bd.run_id))
     for s in [*bd.steps, *([bd.total] if bd.total and len(bd.steps) > 1 else [])]:
         label = t("cli.total") if s is bd.total else cell(s.step)
         tbl.add_row(label, fmt_ns(s.e2e_ns), *[fmt_share(s.buckets.get(b), s.e2e_ns) for b in BUCKETS])

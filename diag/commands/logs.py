@@ -42,7 +42,7 @@ from diag.analyses.log_diagnosis import LogScope, RootCause, classified_records,
 from diag.commands._common import DEFAULT, DbOption, JsonOption, console, print_json
 from diag.commands._format import MISSING, cell, escape, fmt_count, path_tails, table
 from diag.errors import DiagError
-from diag.i18n import severity_word, t
+from diag.i18n import role_word, severity_word, t
 from diag.store import Store
 
 RunOption = Annotated[int | None, typer.Option("--run", help="Logs of this run only (default: every log).")]
@@ -112,10 +112,6 @@ def _first_line(text: str | None, limit: int = 240) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def _role_word(role: str) -> str:
-    return t(f"page.logs.role.{role}") if role in ("cause", "symptom", "consequence", "wrapper") else role
-
-
 def _print(scope: LogScope, causes: list[RootCause], records: list[dict]) -> None:
     out = console()
     out.print(escape(t("cli.logs_scope", scope=scope.scope) + (f". {scope.others}" if scope.others else "")))
@@ -127,7 +123,7 @@ def _print(scope: LogScope, causes: list[RootCause], records: list[dict]) -> Non
                 title="Root causes (most likely first)", show_lines=True)  # fmt: skip
     for c in causes:
         # the words in the reader's language; --json keeps the stored ones (high, cause)
-        role = _role_word(c.role) + (t("cli.logs_echo_of", rank=c.echo_of) if c.echo_of else "")
+        role = role_word(c.role) + (t("cli.logs_echo_of", rank=c.echo_of) if c.echo_of else "")
         first = c.evidence[0] if c.evidence else None
         where = f"{tails.get(first.file, first.file)}:{first.line_no}" if first else ""
         evidence = f"{where}\n{_first_line(first.raw)}" if first else ""

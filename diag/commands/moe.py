@@ -58,14 +58,9 @@ def _view(store: Store, job: int | None, run: int | None) -> MoeView | None:
 
 def _print(view: MoeView) -> None:
     out = console()
-    where = (
-        t("cli.no_moe_where_run", run=view.run_id)
-        if view.run_id is not None
-        else t("cli.no_moe_where_job", job=view.job_id)
-    )
     scope = t("cli.run", run=view.run_id) if view.run_id is not None else t("cli.job", job=view.job_id)
     if not view.layers:
-        out.print(escape(no_load(where)))
+        out.print(escape(no_load(t("cli.no_moe_where", scope=scope))))
     for f in view.findings:
         out.print(f"[bold]{escape(f.title)}[/]")
         out.print(escape(f.suggestion))
