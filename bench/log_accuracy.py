@@ -24,7 +24,7 @@ Definitions (per half):
   honest "unclassified error (code X)" on a file that has a category is a miss, not a false positive: it claims
   nothing wrong (the brief: "unclassified error (code X)" beats a wrong category).
 
-    python bench/log_accuracy.py [--half train|held|all] [--index w1] [--json] [--figures-only]
+    python bench/log_accuracy.py [--half train|held|all] [--index w1] [--json] [--figures-only] [--by-category]
 
 A rule writer measures the held half with ``--half held --figures-only``: the counts without the names of the
 files it misses (the plain text and the JSON otherwise list them).
@@ -132,8 +132,26 @@ def summarize(outcomes: list[Outcome]) -> dict[str, object]:
         "key_line_accuracy": key_ok / len(keyed) if keyed else None,
         "key_line_hits": key_ok,
         "false_positives": sum(o.false_positive for o in outcomes),
+        "by_category": by_category(outcomes),
         "misses": [asdict(o) for o in outcomes if not o.category_ok or o.key_line_ok is False],
     }
+
+
+def by_category(outcomes: list[Outcome]) -> dict[str, dict[str, object]]:
+    """Per expected category: files, category hits, key-line hits and what the misses were answered with
+    (``got`` counts) -- class-level figures that name no file, so a rule writer may read them for the held half."""
+    table: dict[str, dict[str, object]] = {}
+    for o in sorted(outcomes, key=lambda o: o.expected):
+        row = table.setdefault(
+            o.expected, {"files": 0, "category_hits": 0, "key_line_hits": 0, "answered_instead": {}}
+        )
+        row["files"] += 1  # type: ignore[operator]
+        row["category_hits"] += o.category_ok  # type: ignore[operator]
+        row["key_line_hits"] += bool(o.key_line_ok)  # type: ignore[operator]
+        if not o.category_ok:
+            instead = row["answered_instead"]
+            instead[o.got] = instead.get(o.got, 0) + 1  # type: ignore[union-attr,index,attr-defined]
+    return table
 
 
 def measure(half: str = "all", folder: Path = WILD, index: str | None = None) -> dict[str, dict[str, object]]:
@@ -149,12 +167,21 @@ def _pct(x: object) -> str:
     return "-" if x is None else f"{100 * float(x):.1f} %"  # type: ignore[arg-type]
 
 
-def print_text(figures: dict[str, dict[str, object]]) -> None:
+def print_text(figures: dict[str, dict[str, object]], show_categories: bool = False) -> None:
     for half, f in figures.items():
         print(f"== {half}: {f['files']} files ({f['noise_files']} noise)")
         print(f"category accuracy  {_pct(f['category_accuracy'])}  ({f['category_hits']})")
         print(f"key-line accuracy  {_pct(f['key_line_accuracy'])}  ({f['key_line_hits']})")
         print(f"false positives    {f['false_positives']}")
+        if show_categories:
+            print(f"{'expected category':<22} {'files':>5} {'cat':>4} {'key':>4}  answered instead")
+            for name, row in f["by_category"].items():  # type: ignore[union-attr]
+                instead = ", ".join(
+                    f"{g} {n}" for g, n in sorted(row["answered_instead"].items(), key=lambda x: -x[1])
+                )
+                print(
+                    f"{name:<22} {row['files']:>5} {row['category_hits']:>4} {row['key_line_hits']:>4}  {instead}"
+                )
         misses = f.get("misses")
         if misses:
             print(f"{'file':<48} {'expected':<18} {'got':<18} key line")
@@ -174,6 +201,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="no list of misses (file names): how a rule writer measures the held half without learning its files",
     )
+    parser.add_argument(
+        "--by-category",
+        action="store_true",
+        help="a table per expected category (files, hits, answered instead)",
+    )
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     figures = measure(args.half, index=args.index)
@@ -182,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(figures, indent=2))
     else:
-        print_text(figures)
+        print_text(figures, show_categories=args.by_category)
     return 0
 
 

@@ -113,7 +113,7 @@ _WEAK = re.compile(
     # (a torchrun "[rank4]: " prefix before a traceback or its exception line)
     # (or a vLLM process prefix "(APIServer pid=123) " / "(EngineCore_DP0 pid=9, ip=…) " before it)
     r"\b(?:ERROR|WARNING|INFO|DEBUG|CRITICAL)\b|^(?:\[rank\d+\]: ?|\(\w+ pid=\d+(?:, ip=[\d.]+)?\) )?(?:Traceback \(most recent call last\)|\w[\w.]*(?:Error|Exception): )"
-    r"|^[IWEF]\d{4} \d\d:\d\d:\d\d|^\[?\d{4}-\d\d-\d\d[ T-]\d\d:\d\d:\d\d|\btorch|\bNPU\b"
+    r"|^[IWEF](?:\d{4})?\d{4} \d\d:\d\d:\d\d|^\[?\d{4}-\d\d-\d\d[ T-]\d\d:\d\d:\d\d|\btorch|\bNPU\b"
     r"|\bNVML\b|\bNCCL (?:INFO|WARN|error)|\bCUDA (?:error|out of memory)"  # CUDA consoles (log_patterns_cuda)
     # a CUDA call's failure as llama.cpp's ggml-cuda ("cudaMalloc failed: out of memory") and TensorRT-LLM's check()
     # ("CUDA runtime error in cudaMemcpyAsync(…): …") print it, without a level (log_codes.toml cuda_call_message)
@@ -136,6 +136,12 @@ _NOT_LOGS = {
     ".db",
 }
 _LOG_NAMES = re.compile(r"(?i)(?:^(?:plog|device)-.*|\.(?:log|txt|out|err|stdout|stderr))$")
+# Names that say "console output" by themselves (``*.log``, ``*.out``, ``*.err``, ``*.stdout``, a plog / device log):
+# any text in them is read as a log — the classification rules, not the detector, decide what its lines mean (a
+# HIP ``AMD_LOG_LEVEL`` trace, a llama.cpp server console, a glog stream with the year, a device-side assert has no
+# logger prefix this detector knows).  ``*.txt`` is any text (requirements.txt, notes): it still needs log-ish lines.
+_CONSOLE_NAMES = re.compile(r"(?i)(?:^(?:plog|device)-.*|\.(?:log|out|err|stdout|stderr))$")
+_HAS_WORDS = re.compile(r"[^\W\d_]{3,}")
 
 
 def _looks_binary(head: bytes) -> bool:
@@ -168,6 +174,8 @@ def detect(probe: Probe) -> bool:
         return True
     if not _LOG_NAMES.search(probe.name):
         return False
+    if _CONSOLE_NAMES.search(probe.name):
+        return bool(_HAS_WORDS.search(text))
     return bool(_WEAK.search(text)) or any(rx.search(text) for rx in _rule_words())
 
 
