@@ -102,8 +102,16 @@ def _rule_condition(rule: Rule) -> pl.Expr:
     if not rule.pattern and not rule.codes:
         cond = pl.lit(True)
     if rule.levels:
-        cond = cond & pl.col("level").is_in(list(rule.levels)).fill_null(False)
+        cond = cond & _of_levels(pl.col("level"), rule.levels)
     return cond
+
+
+UNLEVELLED = "NONE"  # in a rule's levels: a record without a level (a pasted line with no logger prefix)
+
+
+def _of_levels(level, levels: tuple[str, ...]):  # type: ignore[no-untyped-def]  # a Polars Expr or Series
+    named = level.is_in([lv for lv in levels if lv != UNLEVELLED]).fill_null(False)
+    return named | level.is_null() if UNLEVELLED in levels else named
 
 
 @dataclass(frozen=True)
@@ -183,7 +191,7 @@ def classify(records: pl.DataFrame, rules: tuple[Rule, ...]) -> pl.DataFrame:
     for i, rule in enumerate(rules):  # first match wins: a rule sees only records no rule above matched
         if plan.everywhere[i] and rule.levels:
             if rule.levels not in of_levels:
-                of_levels[rule.levels] = np.flatnonzero(level.is_in(rule.levels).fill_null(False).to_numpy())
+                of_levels[rule.levels] = np.flatnonzero(_of_levels(level, rule.levels).to_numpy())
             cand = of_levels[rule.levels]
         elif plan.everywhere[i]:
             cand = everyone

@@ -158,7 +158,14 @@ def _rule_words() -> tuple[re.Pattern[str], ...]:
     """The patterns of the classification rules that say something (not noise), for Python ``re``."""
     from parsers._log_rules import load_rules
 
-    return tuple(re.compile(r.pattern) for r in load_rules() if r.pattern and r.role != "noise")
+    # not the last-resort low-confidence rule (any "error" / "failed" word): a rule that names something specific
+    return tuple(
+        re.compile(r.pattern)
+        for r in load_rules()
+        if r.pattern
+        and r.role != "noise"
+        and not (r.category == "unclassified_error" and r.severity == "low")
+    )
 
 
 def detect(probe: Probe) -> bool:

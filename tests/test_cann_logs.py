@@ -329,6 +329,7 @@ RULE_EXAMPLES = {
     "wrapper_code": "[ERROR] RUNTIME(16243,msame):2022-09-22-11:27:01.794.400 [error_message_manage.cc:49]16243 module_name=EE8888 reason report",
     "unclassified_error": "ERROR 11-26 11:43:04 [scheduler.py:512] Grammar compilation backend returned an invalid bitmask",
     # issue #16, from the train half of tests/fixtures/logs_wild (w1_060, w1_048, w1_070, w1_058)
+    "unclassified_error_words": "mooncake: transfer engine could not register the buffer at 0x7f3a00000000",
     "noise_etcd_key_not_found": "E20251114 15:03:20.951929 57571 etcd_client.cpp:104] etcd get XLLM:SERVICE:MASTER failed: etcd-cpp-apiv3: key not found",
     "noise_vllm_ascend_c_import": "ERROR 04-28 16:10:09 camem.py:69] Failed to import vllm_ascend_C:No module named 'vllm_ascend.vllm_ascend_C'",
     "task_timeout_reason": "EE9999[PID: 818] 2026-08-13-15:31:21.888.208 (EE9999):  The error from device(chipId:5, dieId:0), serial number is 1, event wait timeout occurred during task execution, stream_id:44",

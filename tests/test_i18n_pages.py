@@ -152,7 +152,9 @@ DATA_VALUES: list[re.Pattern[str]] = [  # English in a data value, not a sentenc
     re.compile(
         r"（\d+ 条记录）[^：]*：.*"
     ),  # a log root cause's title ends with its first log line, as logged
-    re.compile(r"\w+=[^,=]*(?:, \w+=[^,=]*)+"),  # a run's settings as the framework lists them (distributed_args)
+    re.compile(
+        r"\w+=[^,=]*(?:, \w+=[^,=]*)+"
+    ),  # a run's settings as the framework lists them (distributed_args)
 ]
 # English still on Chinese pages, each with where it is written and who translates it: reported (xfail), not
 # failed, until it is translated; then the line goes (the lead, after merging s7-i18nfind / s7-i18nlogs).
@@ -180,7 +182,12 @@ def english_labels(texts: list[str]) -> list[str]:
     out = []
     for raw in texts:
         text = _ICON.sub("", raw.strip()).strip()
-        if not text or re.search(r"[\u4e00-\u9fff]", text) or text in KEPT_LABELS or _DATA_KEY.fullmatch(text):
+        if (
+            not text
+            or re.search(r"[\u4e00-\u9fff]", text)
+            or text in KEPT_LABELS
+            or _DATA_KEY.fullmatch(text)
+        ):
             continue
         if any(p.fullmatch(text) for p in DATA_VALUES) or not _ENGLISH_WORD.search(text):
             continue

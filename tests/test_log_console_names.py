@@ -65,3 +65,52 @@ def test_etcd_key_not_found_at_start_up_is_noise(tmp_path: Path) -> None:
         assert rule == ("noise_etcd_key_not_found",)
         flagged = [c for c in log_scope(store).causes if c.severity in ("high", "medium")]
         assert flagged == []
+
+
+def _top_cause(tmp_path: Path, src: Path):  # type: ignore[no-untyped-def]
+    from diag.analyses.log_diagnosis import log_scope
+    from diag.ingest import Ingestor
+    from diag.store import Store
+
+    with Store(tmp_path / "d.duckdb") as store:
+        ingestor = Ingestor(store)
+        try:
+            ingestor.run(*ingestor.collect([src]), jobs=1)
+        finally:
+            ingestor.close()
+        causes = log_scope(store).causes
+    return causes[0] if causes else None
+
+
+def test_an_unplaced_failure_line_is_a_low_unclassified_error(tmp_path: Path) -> None:
+    """w10_011 (ipex-llm #12872, a real llama.cpp SYCL paste with no logger level): no rule places its UR backend
+    failure; the earliest line with failure words is reported as an unclassified error at LOW severity — shown,
+    never flagged (medium / high), never a named category."""
+    top = _top_cause(tmp_path, WILD / "w10_011_sycl_ur_out_of_resources_llamacpp_ipex_llm_12872.log")
+    assert top is not None
+    assert (top.category, top.severity) == ("unclassified_error", "low")
+    assert (
+        "UR backend failed. UR backend returns:40 (UR_RESULT_ERROR_OUT_OF_RESOURCES)" in top.evidence[0].raw
+    )
+
+
+def test_a_stop_a_rule_placed_leads_the_last_resort_line(tmp_path: Path) -> None:
+    """w4_035 (CPPO #6, torchrun's failure table): the table's "<script> FAILED" line has failure words, but the
+    SIGKILL stop a rule placed still leads (raised to low as an unexplained stop), not the last-resort line."""
+    top = _top_cause(tmp_path, WILD / "w4_035_torchrun_rank0_sigkill_grpo_accelerate_cppo_6.log")
+    assert top is not None
+    assert (top.category, top.severity) == ("abort", "low")
+    assert "Signal 9 (SIGKILL) received by PID 14750" in top.evidence[0].raw
+
+
+def test_the_last_resort_rule_needs_a_line_without_a_level(tmp_path: Path) -> None:
+    """A WARNING / INFO line saying "failed" is the logger's judgement (often benign): the last resort reads only
+    unlevelled lines, so this file flags and shows nothing."""
+    log = tmp_path / "serve.log"
+    log.write_text(
+        "INFO 05-02 10:00:01 [api_server.py:100] health check failed once, retrying\n"
+        "WARNING 05-02 10:00:02 [api_server.py:101] could not reach the metrics endpoint\n",
+        encoding="utf-8",
+    )
+    top = _top_cause(tmp_path, log)
+    assert top is None or top.severity == "info"

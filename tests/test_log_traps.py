@@ -151,7 +151,9 @@ def test_a_concatenation_of_the_corpus_gives_each_file_its_own_records(corpus, t
             r["line_no"] += lo - 1
         if alone != [r for r in together if lo <= r["line_no"] <= hi]:
             differ.append(path.name)
-    assert differ == [] and len(together) == 234  # 235 before round 7: a TORCH_LOGS message over lines is one record
+    assert (
+        differ == [] and len(together) == 234
+    )  # 235 before round 7: a TORCH_LOGS message over lines is one record
 
 
 SOURCES = (  # (line prefix, record header, continuation) of three processes writing to one console

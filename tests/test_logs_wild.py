@@ -26,17 +26,19 @@ HELD_RATCHET = {
     "w2": (1.00, 0.97, 0),
     "w3": (1.00, 0.89, 0),
     "w4": (0.92, 0.69, 1),
-    "w5": (0.88, 0.76, 0),  # round 7 (session 8): 70.6 → 76.5 % key line
+    "w5": (0.88, 0.88, 0),  # round 7 (session 8): 70.6 → 76.5 % key line; session 11: 88.2
     # w6: unseen measurement 82.6 / 82.6 / 1 (session 8); round 7 (w6 train rules): 87.0 % category
-    "w6": (0.86, 0.82, 1),
+    "w6": (0.86, 0.86, 1),  # session 11: key line 87.0
     # w7 / w8 (session 9): measured after round 8 (rules from the w7 / w8 train halves, labels after the second annotator),
     # round 8 left both held halves where the unseen round-7 rules had them: w7 17 / 21, 17 / 21, 1 FP; w8 8 / 17, 8 / 17, 0
     "w7": (0.80, 0.80, 1),
-    "w8": (0.47, 0.52, 0),  # round 9 (session 10): key line 8 → 9 of 17
+    "w8": (0.58, 0.94, 0),  # round 9 (session 10): key line 8 → 9 of 17; session 11: 10 / 17, 16 / 17
     # w9 / w10 (session 10): first contact (rules of round 8 + the ROCm / XPU code catalogs) held 8 / 11, 7 / 11, 0 and
     # 6 / 10, 5 / 10, 0; after round 9 (rules from their 35 train files) 8 / 11, 7 / 11, 0 and 7 / 10, 5 / 10, 0
-    "w9": (0.72, 0.63, 0),
-    "w10": (0.70, 0.50, 0),
+    # Session 11 (two format-level changes, see README #16): a *.log / *.out / *.err file is read as a log whatever
+    # its line format, and an unlevelled line with failure words is a LOW unclassified error when nothing is placed.
+    "w9": (0.72, 0.72, 0),  # session 11: key line 8 / 11
+    "w10": (0.80, 0.70, 0),  # session 11: 8 / 10, 7 / 10
 }
 
 

@@ -208,7 +208,9 @@ def _ranked(store: Store, cands: list[dict[str, Any]]) -> list[RootCause]:
     for ep, group in by_episode.items():
         by_episode[ep] = group = _without_unplaced_beside_known(group)
         group.sort(key=lambda c: (c["sev"], c["role"], c["cat_rank"], c["first_ns"] or 0))
-        _unexplained_stop(group[0])
+        placed = [c for c in group if not _last_resort(c)]
+        _unexplained_stop(placed[0] if placed else group[0])
+        group.sort(key=lambda c: (c["sev"], _last_resort(c), c["role"], c["cat_rank"], c["first_ns"] or 0))
     ranked = sorted(  # untimed episodes after the timed ones of the same severity and role
         by_episode.values(),
         key=lambda g: (g[0]["sev"], g[0]["role"], g[0]["first_ns"] is None, g[0]["first_ns"] or 0),
@@ -232,6 +234,17 @@ def _without_unplaced_beside_known(group: list[dict[str, Any]]) -> list[dict[str
     unknown is reported, never stacked under a known failure as a second one."""
     known = any(c["category"] != UNCLASSIFIED and c["sev"] <= 1 and c["role"] <= 1 for c in group)
     return [c for c in group if not (known and c["category"] == UNCLASSIFIED)]
+
+
+LAST_RESORT_RULE = (
+    "unclassified_error_words"  # rules/log_patterns.toml: an unlevelled line with failure words
+)
+
+
+def _last_resort(c: dict[str, Any]) -> bool:
+    """A candidate held only by the last-resort rule: it leads an episode only when no rule placed anything in it
+    (a process stop that no record explains is still that stop, raised to low, and goes first)."""
+    return bool(c["rule_ids"]) and all(r == LAST_RESORT_RULE for r in c["rule_ids"])
 
 
 def _unexplained_stop(top: dict[str, Any]) -> None:
