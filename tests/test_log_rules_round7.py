@@ -96,8 +96,7 @@ NEIGHBOURS = [
 
 @pytest.mark.parametrize(("line", "rule_id"), NEIGHBOURS, ids=[str(i) for i in range(len(NEIGHBOURS))])
 def test_neighbouring_lines_keep_their_rule(line: str, rule_id: str | None) -> None:
-    (rec,) = classify_lines([line])
-    assert rec["rule_id"] == rule_id, rec
+    assert_line_gets_rule(line, rule_id)
 
 
 # TORCH_LOGS=recompiles (torch/_logging/_internal.py TorchLogsFormatter) repeats the header on every line of one message
