@@ -163,6 +163,7 @@ OPEN_PAGE_HEADINGS = PAGE_HEADINGS
 SCRIPT_DONE = (
     "() => document.querySelector('[data-testid=\"stApp\"]')?.dataset.testScriptState === 'notRunning'"
 )
+TIMELINE_LANE_DRAWN = "() => [...document.querySelectorAll('.ytick')].some(t => t.textContent.includes('Stream 3'))"
 # every element that could fetch, link or run, with the attribute that would carry the payload
 DOM_PROBE = """() => [...document.querySelectorAll('img, a, script, iframe, image, source, link, object, embed')]
     .map(e => [e.tagName, e.getAttribute('src') || e.getAttribute('href') || e.getAttribute('xlink:href') || '',
@@ -206,6 +207,10 @@ def test_no_page_fetches_links_or_runs_a_payload_in_a_browser(served_payload):
             page.get_by_role("link", name=link, exact=True).click(timeout=60_000)
             page.get_by_role("heading", name=heading, exact=True).wait_for(timeout=60_000)
             page.wait_for_load_state("networkidle")
+            if link == "Timeline":
+                # Plotly draws its axes after the script ends: on a loaded machine seconds later (CI met an empty
+                # axis after a fixed 1.5 s wait); the probe below must see the drawn chart
+                page.wait_for_function(TIMELINE_LANE_DRAWN, timeout=60_000)
             page.wait_for_timeout(1500)
             for expander in page.locator("summary").all()[:12]:  # open expanders: evidence, log lines
                 expander.click()
