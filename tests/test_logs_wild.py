@@ -39,6 +39,10 @@ HELD_RATCHET = {
     # its line format, and an unlevelled line with failure words is a LOW unclassified error when nothing is placed.
     "w9": (0.72, 0.72, 0),  # session 11: key line 8 / 11
     "w10": (0.80, 0.70, 0),  # session 11: 8 / 10, 7 / 10
+    # w11 / w12 (session 12): first contact (rules of session 11) held 8 / 8, 8 / 8, 0 and 10 / 12, 11 / 12, 1;
+    # round 10 (rules from their 33 train files) left both where they were
+    "w11": (1.00, 1.00, 0),
+    "w12": (0.83, 0.91, 1),
 }
 
 

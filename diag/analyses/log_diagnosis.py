@@ -274,6 +274,7 @@ def _with_top_causes(eps: list[Episode], causes: list[RootCause]) -> list[Episod
                              "severity": rc.severity, "role": rc.role,
                              **owners.for_log(rc.category, rc.codes).fields()}  # fmt: skip
             ep.incident = rc.severity in ("high", "medium")
+            ep.placed = any(r not in (UNCLASSIFIED, LAST_RESORT_RULE) for r in rc.rule_ids)
     return eps
 
 

@@ -170,9 +170,14 @@ class Episode:
     ranks: list[int]
     root_cause: dict[str, Any] | None = None  # category, title, severity, role of its top cause
     incident: bool = False  # its top cause is high or medium severity
+    # its top cause was placed by a rule of its own (not the catch-all for an ERROR record no rule knows):
+    # ranks untimed episodes only, not part of the JSON
+    placed: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        del out["placed"]
+        return out
 
 
 def episodes(store: Store, run_id: int | None = None, job_id: int | None = None) -> list[Episode]:
@@ -194,15 +199,17 @@ def episodes(store: Store, run_id: int | None = None, job_id: int | None = None)
 def latest_incident(eps: list[Episode]) -> Episode | None:
     """The incident episode that ended last; untimed ones only when no incident has a time (then the last
     one ingested whose cause is named: in a console capture of several processes, untimed, the process whose
-    traceback was cut or that only reports an unknown error never hides the one that names the failure); no
+    traceback was cut or that only reports an unknown error never hides the one that names the failure, nor a
+    bare unknown ERROR one that a rule names); no
     incident at all: the latest episode of any kind."""
     for pool in ([e for e in eps if e.incident], eps):
         timed = [e for e in pool if e.end_ns is not None]
         if timed:
             return max(timed, key=lambda e: (e.end_ns, e.episode))
         named = [e for e in pool if e.root_cause and e.root_cause["category"] != UNCLASSIFIED]
-        if named or pool:
-            return (named or pool)[-1]
+        placed = [e for e in pool if e.placed]  # an unknown a rule names (its own fix) before a bare ERROR
+        if named or placed or pool:
+            return (named or placed or pool)[-1]
     return None
 
 
