@@ -267,10 +267,11 @@ def _visit_every_page(url: str, lang: str, shots: Path | None) -> dict[str, list
 
 
 @pytest.mark.browser
-def test_every_page_in_chinese_and_in_english_in_a_browser(tmp_path, monkeypatch):
-    """The app as the README's first run makes it (sample_traces/ ingested), served in zh, then in en: every
-    page opens from the sidebar with its heading in that language; a Chinese page shows no English sentence of
-    its own. English sentences of other areas are listed (xfail) until their translations merge."""
+def test_every_page_in_chinese_in_a_browser(tmp_path, monkeypatch):
+    """The app as the README's first run makes it (sample_traces/ ingested), served in zh: every page opens from
+    the sidebar with its Chinese heading; a Chinese page shows no English sentence of its own. English sentences of
+    other areas are listed (xfail) until their translations merge. (The English pages, headings and sidebar links
+    are tests/test_browser_pages.py's: a second English pass here cost a server and 14 page loads of CI time.)"""
     import os
 
     from tests.browser_app import require_browser, serve_app
@@ -279,12 +280,11 @@ def test_every_page_in_chinese_and_in_english_in_a_browser(tmp_path, monkeypatch
     require_browser()
     shots = Path(os.environ.get("DIAG_SCREENSHOTS") or tmp_path)
     db, pages = tmp_path / "samples.duckdb", {}
-    for lang in ("zh", "en"):
-        monkeypatch.setenv("DIAG_LANG", lang)
-        with serve_app(db, tmp_path / "uploads", samples=lang == "zh", timeout=240) as app:
-            pages[lang] = _visit_every_page(app.url, lang, shots if lang == "zh" and has_cjk_font() else None)
+    monkeypatch.setenv("DIAG_LANG", "zh")
+    with serve_app(db, tmp_path / "uploads", samples=True, timeout=240) as app:
+        pages["zh"] = _visit_every_page(app.url, "zh", shots if has_cjk_font() else None)
     (shots / "i18n_pages.json").write_text(json.dumps(pages, ensure_ascii=False, indent=1), encoding="utf-8")
-    assert [len(v) for v in pages.values()] == [14, 14]
+    assert [len(v) for v in pages.values()] == [14]
     offenders, pending, areas = {}, {}, area_texts(db)
     for heading, texts in pages["zh"].items():
         mine, others = _sorted_out(texts, areas)
@@ -297,7 +297,7 @@ def test_every_page_in_chinese_and_in_english_in_a_browser(tmp_path, monkeypatch
     )
     labels = {page: english_labels(texts) for page, texts in pages["zh"].items() if page != GLOSSARY_ZH}
     assert {page: found for page, found in labels.items() if found} == {}, "English labels on Chinese pages"
-    assert all(len(texts) >= 1 for texts in pages["en"].values())
+    assert all(len(texts) >= 1 for texts in pages["zh"].values())
     if pending:
         pytest.xfail(
             "English texts of other areas on Chinese pages (translated in parallel branches):\n"
