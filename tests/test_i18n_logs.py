@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import tomllib
+from collections import Counter
 
 import pytest
 
@@ -47,7 +48,7 @@ def test_every_log_rule_has_chinese_texts_with_the_same_placeholders():
                if r.get(part) and f"log_rule.{r['id']}.{part}" not in zh]  # fmt: skip
     assert missing == []  # a rule listed here falls back to English: add its text to diag/i18n/zh.logs.toml
     differ = [f"{r['id']}.{part}" for r in rules for part in ("title", "explanation", "fix")
-              if r.get(part) and sorted(_segments(r[part])) != sorted(_segments(zh[f"log_rule.{r['id']}.{part}"]))]  # fmt: skip
+              if r.get(part) and Counter(_segments(r[part])) != Counter(_segments(zh[f"log_rule.{r['id']}.{part}"]))]  # fmt: skip
     assert differ == []
     stale = {k.split(".")[1] for k in zh if k.startswith("log_rule.")} - {r["id"] for r in rules}
     assert stale == set()  # a text whose rule is gone

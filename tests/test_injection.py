@@ -163,7 +163,9 @@ OPEN_PAGE_HEADINGS = PAGE_HEADINGS
 SCRIPT_DONE = (
     "() => document.querySelector('[data-testid=\"stApp\"]')?.dataset.testScriptState === 'notRunning'"
 )
-TIMELINE_LANE_DRAWN = "() => [...document.querySelectorAll('.ytick')].some(t => t.textContent.includes('Stream 3'))"
+TIMELINE_LANE_DRAWN = (
+    "() => [...document.querySelectorAll('.ytick')].some(t => t.textContent.includes('Stream 3'))"
+)
 # every element that could fetch, link or run, with the attribute that would carry the payload
 DOM_PROBE = """() => [...document.querySelectorAll('img, a, script, iframe, image, source, link, object, embed')]
     .map(e => [e.tagName, e.getAttribute('src') || e.getAttribute('href') || e.getAttribute('xlink:href') || '',
