@@ -185,21 +185,21 @@ class Store:
         old_schema = bool(row) and int(row[0][0]) < SCHEMA_VERSION
         old_lake_catalog = self._rename_device_tasks()
         # one catalog read for every table (a query per table was a third of each open's time)
-        have_columns: dict[str, set[str]] = {}
-        for table_name, column_name in q(
-            con,
-            "SELECT c.table_name, c.column_name FROM information_schema.columns c "
-            "JOIN information_schema.tables t USING (table_catalog, table_schema, table_name) "
-            "WHERE t.table_type = 'BASE TABLE' AND c.table_catalog = current_database() "
-            "AND c.table_schema = 'main'",
-        ):
-            have_columns.setdefault(table_name, set()).add(column_name)
+        have_columns: dict[str, list[str]] = dict(
+            q(
+                con,
+                "SELECT c.table_name, list(c.column_name) FROM information_schema.columns c "
+                "JOIN information_schema.tables t USING (table_catalog, table_schema, table_name) "
+                "WHERE t.table_type = 'BASE TABLE' AND c.table_catalog = current_database() "
+                "AND c.table_schema = 'main' GROUP BY c.table_name",
+            )
+        )
         for table in TABLES:
             if table.name not in have_columns:
                 q(con, table.ddl())
                 continue
             # A database written by an older diag gains the columns added since (schema additions only).
-            have = have_columns[table.name]
+            have = set(have_columns[table.name])
             for col in table.columns:
                 if col.name not in have:
                     base_type = col.type.split(" ")[0]

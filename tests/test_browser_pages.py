@@ -1,10 +1,11 @@
 """Every page of ``diag app`` in a real browser, on the database the README's main job makes: ``diag app`` on an
 empty database, which first ingests ``sample_traces/`` (``diag.commands.app.ensure_samples``).
 
-Each page is opened from the sidebar, waited for until its script has finished running, saved as a full-page
-screenshot in ``$DIAG_SCREENSHOTS`` when that names a folder (CI takes none; ``NN_page.png``, and ``NN_page_opened.png``
-with every expander opened, plus ``NN_page.json`` with its height and problems), and fails on what a person
-should never see there, with every expander opened and every tab shown in turn (``problems``):
+Each page is opened from the sidebar, waited for until its script has finished running, described in
+``NN_page.json`` (its height and problems; in ``$DIAG_SCREENSHOTS``, default the test's tmp folder) and, when
+``$DIAG_SCREENSHOTS`` names a folder, saved there as full-page screenshots (``NN_page.png``, and
+``NN_page_opened.png`` with every expander opened), and fails on what a person should never see there, with every
+expander opened and every tab shown in turn (``problems``):
 
 * a traceback or an exception box (``st.exception``), or the word ``Error`` / ``…Error`` in the page's text;
 * a literal ``<details>`` or ``</details>`` (Markdown that was meant for HTML);
@@ -163,6 +164,11 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
 TAKE_SHOTS = bool(os.environ.get("DIAG_SCREENSHOTS"))
 
 
+def _shot(page, path: Path) -> None:  # noqa: ANN001 — a playwright Page
+    if TAKE_SHOTS:
+        page.screenshot(path=str(path), full_page=True)
+
+
 def _finished(page) -> None:  # noqa: ANN001 — the page's script has run to its end and stayed there
     for _ in range(2):
         page.wait_for_function(
@@ -202,16 +208,14 @@ def test_page_shows_no_error_no_raw_markup_no_none_cell(
         height = int(page.evaluate(PAGE_HEIGHT))
         page.set_viewport_size({"width": 1600, "height": min(height + 40, SHOT_MAX_PX)})
         page.wait_for_timeout(1000)
-        if TAKE_SHOTS:
-            page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
+        _shot(page, shots / f"{name}.png")
         # what a person sees after opening every expander (evidence, call stacks) is checked too
         if page.evaluate(OPEN_EXPANDERS):
             page.wait_for_timeout(1500)
             opened = int(page.evaluate(PAGE_HEIGHT))
             page.set_viewport_size({"width": 1600, "height": min(opened + 40, SHOT_MAX_PX)})
             page.wait_for_timeout(1000)
-            if TAKE_SHOTS:
-                page.screenshot(path=str(shots / f"{name}_opened.png"), full_page=True)
+            _shot(page, shots / f"{name}_opened.png")
         text, cells, table_cells, exceptions = _read(page)
         tabs = page.locator('[data-testid="stMain"] [role="tab"]')
         for i in range(1, tabs.count()):  # a tab's content is drawn only while it is selected

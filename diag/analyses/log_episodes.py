@@ -198,10 +198,9 @@ def episodes(store: Store, run_id: int | None = None, job_id: int | None = None)
 
 def latest_incident(eps: list[Episode]) -> Episode | None:
     """The incident episode that ended last; untimed ones only when no incident has a time (then the last
-    one ingested whose cause is named: in a console capture of several processes, untimed, the process whose
-    traceback was cut or that only reports an unknown error never hides the one that names the failure, nor a
-    bare unknown ERROR one that a rule names); no
-    incident at all: the latest episode of any kind."""
+    one ingested whose cause is named, else whose unknown a rule names: in a console capture of several
+    processes, untimed, the process whose traceback was cut or that only reports a bare ERROR never hides the
+    one that says what failed); no incident at all: the latest episode of any kind."""
     for pool in ([e for e in eps if e.incident], eps):
         timed = [e for e in pool if e.end_ns is not None]
         if timed:
