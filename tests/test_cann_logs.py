@@ -361,6 +361,11 @@ RULE_EXAMPLES = {
     "hccl_notify_wait_device": "The error from device(chipId:4, dieId:0), serial number is 1, notify wait timeout occurred during task execution, stream_id:142, sq_id:146, task_id:46645, notify_id=155, timeout=204s.",
     "device_error_envelope": "The error from device(chipId:0, dieId:0), serial number is 3,",
     "unclassified_dcmi_code": "dcmi module initialize failed. ret is -8005",
+    # round 11 (#16): more in tests/test_log_rules_round11.py
+    "abort_engine_process_died": "ERROR 01-04 21:58:22 [core_client.py:564] Engine core proc EngineCore_DP0 died unexpectedly, shutting down client.",
+    "abort_child_killed": "RuntimeError: DataLoader worker (pid 28123) is killed by signal: Killed.",
+    "abort_glibc_heap_check": "double free or corruption (!prev)",
+    "abort_shell_signal_localized": "已放弃 (核心已转储)",
     "unclassified_glog_status": "E20260106 06:43:02.966156  5793 ascend_direct_transport.cpp:820] Failed to connect to target: 172.17.0.16:25482, status: 103900",
 }
 

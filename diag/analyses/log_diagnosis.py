@@ -207,6 +207,7 @@ def _ranked(store: Store, cands: list[dict[str, Any]]) -> list[RootCause]:
         by_episode.setdefault(c["episode"], []).append(c)
     for ep, group in by_episode.items():
         by_episode[ep] = group = _without_unplaced_beside_known(group)
+        _generic_report_yields(group)
         group.sort(key=lambda c: (c["sev"], c["role"], c["cat_rank"], c["first_ns"] or 0))
         placed = [c for c in group if not _last_resort(c)]
         _unexplained_stop(placed[0] if placed else group[0])
@@ -234,6 +235,26 @@ def _without_unplaced_beside_known(group: list[dict[str, Any]]) -> list[dict[str
     unknown is reported, never stacked under a known failure as a second one."""
     known = any(c["category"] != UNCLASSIFIED and c["sev"] <= 1 and c["role"] <= 1 for c in group)
     return [c for c in group if not (known and c["category"] == UNCLASSIFIED)]
+
+
+def _generic_report_yields(group: list[dict[str, Any]]) -> None:
+    """A candidate held only by generic reports (rules with ``yields_to_codes_of``) whose own codes do not place it
+    becomes a symptom of the candidate whose catalogued code has one of those categories (the 507034 vector core
+    timeout beside the device's "exception of aivec error" report): that candidate is made the cause.  In place."""
+    rules = log_rules()["rule"]
+    catalog = error_codes()
+    for c in group:
+        yields = {cat for r in c["rule_ids"] for cat in rules.get(r, {}).get("yields_to_codes_of", [])}
+        if not yields or not all(rules.get(r, {}).get("yields_to_codes_of") for r in c["rule_ids"]):
+            continue
+        if any(catalog.get(k, {}).get("category") == c["category"] for k in c["codes"] or []):
+            continue  # its own code places it (507015 AI Core exception): it stays a cause
+        verdicts = [o for o in group if o is not c and o["category"] in yields
+                    and any(catalog.get(k, {}).get("category") == o["category"] for k in o["codes"] or [])]
+        if verdicts:
+            c["role"] = max(c["role"], ROLE_ORDER["symptom"])
+            for o in verdicts:
+                o["role"] = min(o["role"], ROLE_ORDER["cause"])
 
 
 LAST_RESORT_RULE = (
