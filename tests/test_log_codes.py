@@ -37,10 +37,11 @@ def _one(line: str) -> dict:
 def test_acl_catalog_holds_every_header_code_once():
     rows = _acl_rows()
     codes = [r["code"] for r in rows]
-    # acl_base.h + rt_error_codes.h + ge_error_codes.h: every 6-digit code once
-    assert len(codes) == len(set(codes)) == 201
+    # acl_base.h + rt_error_codes.h + ge_error_codes.h (201) and the aclnn return-code tables (26): every code once
+    assert len(codes) == len(set(codes)) == 227
+    assert sum(r["name"].startswith("ACLNN_") for r in rows) == 26
     assert all(re.fullmatch(r"[1-5]\d{5}", c) for c in codes)
-    assert all(r["name"].startswith("ACL_") and r["meaning"] and r["typical_fix"] for r in rows)
+    assert all(r["name"].startswith(("ACL_", "ACLNN_")) and r["meaning"] and r["typical_fix"] for r in rows)
     categories = set(log_diagnosis.log_rules()["category"])
     assert {r["category"] for r in rows if r["category"]} <= categories
 
@@ -59,6 +60,9 @@ def test_acl_catalog_holds_every_header_code_once():
         ("507053", "ACL_ERROR_RT_DEVICE_MEM_ERROR", "device_exception"),
         ("507056", "ACL_ERROR_RT_LINK_ERROR", "hccl_timeout"),
         ("545001", "ACL_ERROR_GE_LOAD_MODEL", ""),
+        ("161002", "ACLNN_ERR_PARAM_INVALID", ""),  # aclnnStatus: a parameter check, not an op-support verdict
+        ("561003", "ACLNN_ERR_INNER_FIND_KERNEL_ERROR", ""),  # missing kernels package or no kernel: unplaced
+        ("561112", "ACLNN_ERR_INNER_OPP_KERNEL_PKG_NOT_FOUND", "version_mismatch"),
     ],
 )
 def test_code_family(code, name, category):

@@ -11,7 +11,12 @@ and on the train excerpt it failed on:
 * process deaths reported by their parent — vLLM's engine core, SGLang's sigquit / scheduler-dead lines, Ray's
   ActorDiedError, DataLoader workers killed by a signal, glibc's heap-check aborts, the shell's signal reports in
   a Chinese locale — are `abort` consequences, no longer bare unclassified ERROR records; beside their child's own
-  error they stay its consequence.
+  error they stay its consequence;
+* op support in PyTorch's own words: ATen's dispatch macros ('"<kernel>" not implemented for '<dtype>'') are the
+  dtype class, SDPA's "No available kernel" / "cutlassF: no kernel found to launch" and "… is not currently
+  implemented for the MPS device" the no-kernel-for-these-inputs class (no train excerpt held them: written from the
+  printers' source);
+* the aclnn return codes (aclnnStatus 161xxx / 361xxx / 561xxx) are catalogued in rules/error_codes_acl.csv.
 
 Only train files are read (``bench.log_accuracy.half_of``).
 """
@@ -75,6 +80,19 @@ WORDINGS = [
     ("run.sh: line 12: 30211 已杀死               python infer.py", "abort_shell_signal_localized", "abort"),
     ("已杀死", "abort_shell_signal_localized", "abort"),
     ("Illegal instruction (core dumped)", "abort_shell_signal_localized", "abort"),
+    # ATen/Dispatch.h AT_DISPATCH_SWITCH: a kernel without an instance for this scalar type
+    ("RuntimeError: \"triu_tril_cuda_template\" not implemented for 'BFloat16'", "op_unsupported_dtype",
+     "op_unsupported"),
+    ("NotImplementedError: \"_amp_foreach_non_finite_check_and_unscale_cuda\" not implemented for 'BFloat16'",
+     "op_unsupported_dtype", "op_unsupported"),
+    ("RuntimeError: \"addmm_impl_cpu_\" not implemented for 'Half'", "op_unsupported_dtype", "op_unsupported"),
+    # ATen sdp_utils (CUDA / XPU): no SDPA backend accepts these inputs; the memory-efficient kernel's own check
+    ("RuntimeError: No available kernel. Aborting execution.", "op_unsupported_no_operator_for_inputs",
+     "op_unsupported"),
+    ("RuntimeError: cutlassF: no kernel found to launch!", "op_unsupported_no_operator_for_inputs", "op_unsupported"),
+    # ATen's MPS fallback message
+    ("NotImplementedError: The operator 'aten::_linalg_eigh' is not currently implemented for the MPS device.",
+     "op_unsupported_no_operator_for_inputs", "op_unsupported"),
 ]  # fmt: skip
 
 
@@ -89,6 +107,8 @@ NEIGHBOURS = [
     ("AssertionError: fp8 tensor core is not supported in fa2 backend", "unclassified_error"),
     # a DataLoader worker's Python error (not a signal) is that error
     ("RuntimeError: Caught RuntimeError in DataLoader worker process 0.", "unclassified_error"),
+    # a dtype named in another sentence is not ATen's dispatch message
+    ("ValueError: bias not implemented for 'Half' inputs here", "unclassified_error"),
     # the words "killed" / "已杀死" inside a sentence are not the shell's report
     ("INFO: the request was killed by the client", None),
 ]  # fmt: skip
