@@ -4,6 +4,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import pytest
+
 from bench.log_accuracy import WILD, diagnose, half_of
 from diag.analyses.log_diagnosis import LAST_RESORT_RULE
 from tests.test_cann_logs import classify_lines
@@ -31,3 +35,29 @@ def assert_line_gets_rule(line: str, rule_id: str | None, category: str | None =
         assert rec["rule_id"] == rule_id, rec
     if category is not None:
         assert rec["category"] == category, rec
+
+
+def round_checks(
+    train_cases: list[tuple[str, str, str, str]],
+    wordings: list[tuple[str, str, str]],
+    neighbours: list[tuple[str, str | None]],
+) -> tuple[Callable[..., None], Callable[..., None], Callable[..., None]]:
+    """The three parametrized checks of a rule round's tables (tests/test_log_rules_round*.py): each train excerpt's
+    top cause and lead line, each documented wording's rule, each neighbour line's rule.  Bound to module-level
+    ``test_*`` names by the round file, so pytest collects them there."""
+
+    @pytest.mark.parametrize(
+        ("file", "category", "severity", "key"), train_cases, ids=[c[0][:7] for c in train_cases]
+    )
+    def train_excerpt(file: str, category: str, severity: str, key: str) -> None:
+        assert_top_cause(file, category, severity, key)
+
+    @pytest.mark.parametrize(("line", "rule_id", "category"), wordings, ids=[f"{w[1]}{i}" for i, w in enumerate(wordings)])  # fmt: skip
+    def wording(line: str, rule_id: str, category: str) -> None:
+        assert_line_gets_rule(line, rule_id, category)
+
+    @pytest.mark.parametrize(("line", "rule_id"), neighbours, ids=[str(i) for i in range(len(neighbours))])
+    def neighbour(line: str, rule_id: str | None) -> None:
+        assert_line_gets_rule(line, rule_id)
+
+    return train_excerpt, wording, neighbour

@@ -16,9 +16,7 @@ Only train files are read (``bench.log_accuracy.half_of``).
 
 from __future__ import annotations
 
-import pytest
-
-from tests._wild import assert_line_gets_rule, assert_top_cause
+from tests._wild import round_checks
 
 # (train file, category of the top root cause, its severity, a substring of its lead evidence record's raw text)
 TRAIN_CASES = [
@@ -35,13 +33,6 @@ TRAIN_CASES = [
     ("w12_021_op_llamacpp_cann_ez9903_support_for_ascend910_not_implemented_18133.log", "op_unsupported", "high",
      "support for Ascend910 is not implemented"),
 ]  # fmt: skip
-
-
-@pytest.mark.parametrize(
-    ("file", "category", "severity", "key"), TRAIN_CASES, ids=[c[0][:7] for c in TRAIN_CASES]
-)
-def test_train_excerpt_top_cause_and_lead_line(file: str, category: str, severity: str, key: str) -> None:
-    assert_top_cause(file, category, severity, key)
 
 
 # (line as its source prints it, rule id, category)
@@ -83,11 +74,6 @@ WORDINGS = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("line", "rule_id", "category"), WORDINGS, ids=[f"{w[1]}{i}" for i, w in enumerate(WORDINGS)])  # fmt: skip
-def test_documented_wording_gets_its_rule(line: str, rule_id: str, category: str) -> None:
-    assert_line_gets_rule(line, rule_id, category)
-
-
 # (line, the rule it must still get: the new alternatives do not swallow their neighbours)
 NEIGHBOURS = [
     # "not implemented" about something other than a chip is not the SoC class: an unknown ERROR record
@@ -99,6 +85,6 @@ NEIGHBOURS = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("line", "rule_id"), NEIGHBOURS, ids=[str(i) for i in range(len(NEIGHBOURS))])
-def test_neighbouring_lines_keep_their_rule(line: str, rule_id: str | None) -> None:
-    assert_line_gets_rule(line, rule_id)
+# the tables above, checked (tests/_wild.round_checks)
+(test_train_excerpt_top_cause_and_lead_line, test_documented_wording_gets_its_rule,
+ test_neighbouring_lines_keep_their_rule) = round_checks(TRAIN_CASES, WORDINGS, NEIGHBOURS)

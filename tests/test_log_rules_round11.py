@@ -23,10 +23,8 @@ Only train files are read (``bench.log_accuracy.half_of``).
 
 from __future__ import annotations
 
-import pytest
-
 from bench.log_accuracy import diagnose
-from tests._wild import assert_line_gets_rule, assert_top_cause
+from tests._wild import round_checks
 
 # (train file, category of the top root cause, its severity, a substring of its lead evidence record's raw text)
 TRAIN_CASES = [
@@ -35,13 +33,6 @@ TRAIN_CASES = [
     ("w12_020_task_timeout_ptoas_a3_golden_mismatch_then_aiv_vector_core_timeout_507034_799.log", "task_timeout",
      "high", "aclrtSynchronizeStream(stream) failed: 507034"),
 ]  # fmt: skip
-
-
-@pytest.mark.parametrize(
-    ("file", "category", "severity", "key"), TRAIN_CASES, ids=[c[0][:7] for c in TRAIN_CASES]
-)
-def test_train_excerpt_top_cause_and_lead_line(file: str, category: str, severity: str, key: str) -> None:
-    assert_top_cause(file, category, severity, key)
 
 
 # (line as its source prints it, rule id, category)
@@ -96,11 +87,6 @@ WORDINGS = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("line", "rule_id", "category"), WORDINGS, ids=[f"{w[1]}{i}" for i, w in enumerate(WORDINGS)])  # fmt: skip
-def test_documented_wording_gets_its_rule(line: str, rule_id: str, category: str) -> None:
-    assert_line_gets_rule(line, rule_id, category)
-
-
 # (line, the rule it must still get: the new alternatives do not swallow their neighbours)
 NEIGHBOURS = [
     # SGLang's "Scheduler hit an exception" wraps the traceback that follows: its exception is the record, not a death
@@ -114,9 +100,6 @@ NEIGHBOURS = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("line", "rule_id"), NEIGHBOURS, ids=[str(i) for i in range(len(NEIGHBOURS))])
-def test_neighbouring_lines_keep_their_rule(line: str, rule_id: str | None) -> None:
-    assert_line_gets_rule(line, rule_id)
 
 
 def _top(tmp_path, text: str) -> tuple[str | None, str | None, str]:
@@ -153,3 +136,8 @@ def test_a_vector_core_report_beside_its_exception_code_stays_the_cause(tmp_path
         "EZ9999[PID: 1] 2026-07-07-15:00:43.902.999 (EZ9999):  The error from device(chipId:1, dieId:0), serial number"
         " is 282, there is an exception of aivec error, core id is 25, error code = 0, dump info: pc start: 0x1\n"))  # fmt: skip
     assert top[0] == "device_exception" and "exception of aivec error" in top[2]
+
+
+# the tables above, checked (tests/_wild.round_checks)
+(test_train_excerpt_top_cause_and_lead_line, test_documented_wording_gets_its_rule,
+ test_neighbouring_lines_keep_their_rule) = round_checks(TRAIN_CASES, WORDINGS, NEIGHBOURS)

@@ -15,10 +15,8 @@ Only train files are read (``bench.log_accuracy.half_of``).
 
 from __future__ import annotations
 
-import pytest
-
 from bench.log_accuracy import WILD, diagnose, half_of
-from tests._wild import assert_line_gets_rule, assert_top_cause
+from tests._wild import round_checks
 from tests.test_cann_logs import classify_lines
 
 # (train file, category of the top root cause, its severity, a substring of its lead evidence record's raw text)
@@ -36,13 +34,6 @@ TRAIN_CASES = [
     ("w6_048_ktransformers_chat_output_glued_to_probability_assert_465.log", "unclassified_error", "medium",
      "probability tensor contains either `inf`, `nan` or element < 0` failed."),
 ]  # fmt: skip
-
-
-@pytest.mark.parametrize(
-    ("file", "category", "severity", "key"), TRAIN_CASES, ids=[c[0][:6] for c in TRAIN_CASES]
-)
-def test_train_excerpt_top_cause_and_lead_line(file: str, category: str, severity: str, key: str) -> None:
-    assert_top_cause(file, category, severity, key)
 
 
 # (line as its source prints it, rule id, category)
@@ -72,11 +63,6 @@ WORDINGS = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("line", "rule_id", "category"), WORDINGS, ids=[w[1] + str(i) for i, w in enumerate(WORDINGS)])  # fmt: skip
-def test_documented_wording_gets_its_rule(line: str, rule_id: str, category: str) -> None:
-    assert_line_gets_rule(line, rule_id, category)
-
-
 # (line, the rule it must still get: the new alternatives do not swallow their neighbours)
 NEIGHBOURS = [
     # a usual budget: context, not a failure
@@ -94,9 +80,6 @@ NEIGHBOURS = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("line", "rule_id"), NEIGHBOURS, ids=[str(i) for i in range(len(NEIGHBOURS))])
-def test_neighbouring_lines_keep_their_rule(line: str, rule_id: str | None) -> None:
-    assert_line_gets_rule(line, rule_id)
 
 
 # TORCH_LOGS=recompiles (torch/_logging/_internal.py TorchLogsFormatter) repeats the header on every line of one message
@@ -144,3 +127,8 @@ def test_glog_year_line_leads_the_engine_records_that_echo_it() -> None:
     category, severity, raw = diagnose(WILD / file)
     assert (category, severity) == ("unclassified_error", "medium")
     assert "Failed to connect to target: 172.17.0.16:25482, status: 103900" in raw
+
+
+# the tables above, checked (tests/_wild.round_checks)
+(test_train_excerpt_top_cause_and_lead_line, test_documented_wording_gets_its_rule,
+ test_neighbouring_lines_keep_their_rule) = round_checks(TRAIN_CASES, WORDINGS, NEIGHBOURS)
