@@ -43,6 +43,9 @@ HELD_RATCHET = {
     # round 10 (rules from their 33 train files) left both where they were
     "w11": (1.00, 1.00, 0),
     "w12": (0.83, 0.91, 1),
+    # w13 / w14 (session 14): first contact (rules of round 11) held 8 / 10, 8 / 10, 0 and 0 / 3, 0 / 3, 0
+    "w13": (0.80, 0.80, 0),
+    "w14": (0.00, 0.00, 0),
 }
 
 
