@@ -25,6 +25,7 @@ Definitions (per half):
   nothing wrong (the brief: "unclassified error (code X)" beats a wrong category).
 
     python bench/log_accuracy.py [--half train|held|all] [--index w1] [--json] [--figures-only] [--by-category]
+        [--wrap clock|rfc3339|compose|crlf|gb18030]
 
 A rule writer measures the held half with ``--half held --figures-only``: the counts without the names of the
 files it misses (the plain text and the JSON otherwise list them).
@@ -40,6 +41,11 @@ import sys
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+try:  # imported as bench.log_accuracy by the tests, run as a script from bench/
+    from bench.log_wrappers import WRAPPERS, wrapped_copy
+except ImportError:
+    from log_wrappers import WRAPPERS, wrapped_copy  # type: ignore[no-redef]
 
 ROOT = Path(__file__).resolve().parent.parent
 WILD = ROOT / "tests" / "fixtures" / "logs_wild"
@@ -100,8 +106,12 @@ def _category_matches(expected: str, got: str, flagged: bool) -> bool:
     return got == expected
 
 
-def judge(row: dict[str, str], folder: Path = WILD) -> Outcome:
-    category, severity, raw = diagnose(folder / row["file"])
+def judge(row: dict[str, str], folder: Path = WILD, wrap: str = "none") -> Outcome:
+    if wrap == "none":
+        category, severity, raw = diagnose(folder / row["file"])
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            category, severity, raw = diagnose(wrapped_copy(folder / row["file"], wrap, Path(tmp)))
     flagged = severity in FLAGGED
     got = category if category and severity in (*FLAGGED, "low") else "nothing"
     expected, key = row["expected_category"], row["key_line"]
@@ -154,12 +164,15 @@ def by_category(outcomes: list[Outcome]) -> dict[str, dict[str, object]]:
     return table
 
 
-def measure(half: str = "all", folder: Path = WILD, index: str | None = None) -> dict[str, dict[str, object]]:
+def measure(
+    half: str = "all", folder: Path = WILD, index: str | None = None, wrap: str = "none"
+) -> dict[str, dict[str, object]]:
     """Per half asked (``train``, ``held`` or both for ``all``): ``summarize`` of its files (of one index's
-    files when ``index`` is given: ``w1`` reads ``INDEX_w1.csv``)."""
+    files when ``index`` is given: ``w1`` reads ``INDEX_w1.csv``), each rewritten first as the capture tool
+    ``wrap`` would have saved it (``log_wrappers.WRAPPERS``)."""
     halves = HALVES if half == "all" else (half,)
     rows = [r for r in index_rows(folder, index) if half_of(r["file"]) in halves]
-    outcomes = [judge(r, folder) for r in rows]
+    outcomes = [judge(r, folder, wrap) for r in rows]
     return {h: summarize([o for o in outcomes if o.half == h]) for h in halves}
 
 
@@ -206,9 +219,15 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="a table per expected category (files, hits, answered instead)",
     )
+    parser.add_argument(
+        "--wrap",
+        choices=sorted(WRAPPERS),
+        default="none",
+        help="rewrite every file as a capture tool saves it first (kubectl / docker stamps, compose prefix, CRLF, GB18030)",
+    )
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    figures = measure(args.half, index=args.index)
+    figures = measure(args.half, index=args.index, wrap=args.wrap)
     if args.figures_only:
         figures = {half: {k: v for k, v in f.items() if k != "misses"} for half, f in figures.items()}
     if args.json:
