@@ -107,11 +107,8 @@ def _category_matches(expected: str, got: str, flagged: bool) -> bool:
 
 
 def judge(row: dict[str, str], folder: Path = WILD, wrap: str = "none") -> Outcome:
-    if wrap == "none":
-        category, severity, raw = diagnose(folder / row["file"])
-    else:
-        with tempfile.TemporaryDirectory() as tmp:
-            category, severity, raw = diagnose(wrapped_copy(folder / row["file"], wrap, Path(tmp)))
+    with tempfile.TemporaryDirectory() as tmp:
+        category, severity, raw = diagnose(wrapped_copy(folder / row["file"], wrap, Path(tmp)))
     flagged = severity in FLAGGED
     got = category if category and severity in (*FLAGGED, "low") else "nothing"
     expected, key = row["expected_category"], row["key_line"]
@@ -221,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--wrap",
-        choices=sorted(WRAPPERS),
+        choices=["none", *sorted(WRAPPERS)],
         default="none",
         help="rewrite every file as a capture tool saves it first (kubectl / docker stamps, compose prefix, CRLF, GB18030)",
     )

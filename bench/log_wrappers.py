@@ -23,7 +23,6 @@ def _per_line(prefix: Callable[[int], str]) -> Callable[[str], bytes]:
 
 
 WRAPPERS: dict[str, Callable[[str], bytes]] = {
-    "none": lambda text: text.encode(),
     # a web log viewer / CI console clock: "18:19:06.687 <line>"
     "clock": _per_line(lambda i: f"18:{i // 60 % 60:02d}:{i % 60:02d}.{i % 1000:03d} "),
     # kubectl logs --timestamps, docker logs -t: RFC 3339 with nanoseconds and Z
@@ -36,7 +35,9 @@ WRAPPERS: dict[str, Callable[[str], bytes]] = {
 
 
 def wrapped_copy(path: Path, wrapper: str, folder: Path) -> Path:
-    """``path`` rewritten by ``wrapper`` into ``folder`` under the same name."""
+    """``path`` rewritten by ``wrapper`` into ``folder`` under the same name; ``path`` itself for ``none``."""
+    if wrapper == "none":
+        return path
     text = path.read_bytes().decode("utf-8", errors="replace")
     out = folder / path.name
     out.write_bytes(WRAPPERS[wrapper](text))
