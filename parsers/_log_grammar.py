@@ -23,15 +23,27 @@ PLOG_RX = (
 )
 _LEVEL_TAG = rf"\[(?:{LEVELS})\]"
 GLUED = rf"(\S)(\[(?:{LEVELS})\]\s?[A-Z][A-Z0-9_]*\(\d+,[^)]*\):\d{{4}}-)"
+# What a capture tool puts before every line it saved, outermost first: "docker compose logs" the container's name and
+# a bar ("vllm-server-1  | "), "kubectl logs --timestamps" / "docker logs -t" an RFC 3339 stamp ("2026-02-05T18:00:
+# 31.711947123Z "), a web log viewer or CI console a clock time ("18:19:06.687 "), outside or inside the bar. The
+# stamps are dropped, not used: they are the capture host's clock (UTC for kubectl), not the process's own stamps, and
+# mixing the two would split or merge incident episodes by the zone offset; the container's name is the process when
+# nothing inner names one. The line a record keeps (its raw text, what later rules and the evidence read) is the process's.
+_CAPTURE = (
+    r"(?P<capture>(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) |\d\d:\d\d:\d\d\.\d{3} )?"
+    r"(?:(?P<ccontainer>[\w.-]{1,64}) +\| )?(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) |\d\d:\d\d:\d\d\.\d{3} )?)"
+)
 PREFIX_RX = (
-    r"^(?:(?P<pfile>[^\s:\[\]()]+\.log):)?"
+    rf"^{_CAPTURE}"
+    r"(?:(?P<pfile>[^\s:\[\]()]+\.log):)?"
     r"(?:\((?P<porigin>(?P<actor>[^()]{1,80}?) pid=(?P<apid>\d+)(?:, ip=[^)]*)?)\)\s)?"
     r"(?:\[?rank(?P<trank>\d+)\]: ?)?(?:(?P<vlevel>ERROR|WARNING|INFO|DEBUG|CRITICAL) (?:(?P<Y>\d{4})-)?"
     r"(?P<M>\d\d)-(?P<D>\d\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:[.,](?P<f>\d+))? \[?[\w./-]+:\d+\] ?)?"
     r"(?P<rest>.*)$"
 )
 _PREFIXED = (
-    r"^(?:[^\s:\[\]()]+\.log:|\([^()]{1,80}? pid=\d+|\[?rank\d+\]:|(?:ERROR|WARNING|INFO|DEBUG|CRITICAL) \d)"
+    r"^(?:[\w.-]{1,64} +\| |\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) |\d\d:\d\d:\d\d\.\d{3} "
+    r"|[^\s:\[\]()]+\.log:|\([^()]{1,80}? pid=\d+|\[?rank\d+\]:|(?:ERROR|WARNING|INFO|DEBUG|CRITICAL) \d)"
 )
 _EM_TS = rf"{_TS}-{_HMS}\.(?P<ms>\d{{3}})\.(?P<us>\d{{3}})"
 # glog / c10 stamps carry no year: W1101 02:43:40.706000 (month not zero-padded in c10: W904 = 9/04)
@@ -44,7 +56,7 @@ FORMS: tuple[tuple[str, str], ...] = (
     ("em", rf"^(?P<code>[EWI][0-9A-Z]\d{{4}})(?:[:\s]\s*(?:\[PID: ?(?P<pid>\d+)\]\s*)?|\[PID: ?(?P<pid2>\d+)\]\s*)"
            rf"(?:{_EM_TS}\s*)?(?P<msg>.*)$"),
     ("em_title", rf"^\[PID: ?(?P<pid>\d+)\] {_EM_TS} (?P<msg>.*)$"),
-    ("c10", rf"^\[(?P<level>[WEI])(?:{_MD_HMS})? ?(?P<src>[\w./-]+:\d+)\] (?:Warning: )?(?P<msg>.*)$"),
+    ("c10", rf"^\[(?P<level>[WEIF])(?:{_MD_HMS})? ?(?P<src>[\w./-]+:\d+)\] (?:Warning: )?(?P<msg>.*)$"),
     # glog ≥ 0.7 prints the year too ("E20260106 06:43:02.966156  5793 ascend_direct_transport.cpp:820] …", Mooncake)
     ("glog_year", rf"^(?P<level>[IWEF])(?P<Y>\d{{4}})(?P<M>\d\d)(?P<D>\d\d) {_HMS}\.(?P<f>\d+)\s+(?P<tid>\d+) "
                   r"(?P<src>[^\s\]]+:\d+)\] ?(?P<msg>.*)$"),
@@ -79,7 +91,7 @@ LEVEL_TAGS = {"ER": "ERROR", "WA": "WARNING", "IN": "INFO", "DE": "DEBUG", "EV":
 LEVEL_NAMES = {"W": "WARNING", "E": "ERROR", "I": "INFO", "F": "ERROR", "D": "DEBUG", "WARN": "WARNING",
                "CRITICAL": "ERROR", "FATAL": "ERROR"}  # fmt: skip
 PREFIX_FIELDS = {"p_level": pl.String, "p_ts": pl.Int64, "p_rank": pl.Int32, "p_pid": pl.Int64,
-                 "p_origin": pl.String, "p_ny": pl.String, "p_nyf": pl.Int64}  # fmt: skip
+                 "p_origin": pl.String, "p_ny": pl.String, "p_nyf": pl.Int64, "p_container": pl.String}  # fmt: skip
 COLUMNS = {
     "run_id": pl.Int64, "file_id": pl.Int64, "record_no": pl.Int64, "line_no": pl.Int64, "line_count": pl.Int32,
     "ts_ns": pl.Int64, "level": pl.String, "module": pl.String, "pid": pl.Int64, "tid": pl.Int64,
@@ -212,6 +224,7 @@ def _strip_prefixes(df: pl.DataFrame) -> pl.DataFrame:
     cols = set(x.columns)
     ny, nyf = _yearless(cols)
     x = x.with_columns(
+        l=pl.col("l").str.slice(pl.col("capture").str.len_chars()),
         c=pl.col("rest"),
         p_level=pl.col("vlevel"),
         p_ts=_ts_ns(cols),
@@ -222,12 +235,26 @@ def _strip_prefixes(df: pl.DataFrame) -> pl.DataFrame:
             pl.lit("rank") + pl.col("trank"),
             pl.col("pfile"),
         ),
+        p_container=pl.col("ccontainer"),
         p_rank=pl.coalesce(pl.col("trank"), pl.col("actor").str.extract(r"rank=(\d+)", 1)).cast(
             pl.Int32, strict=False
         ),
         p_pid=pl.coalesce(pl.col("apid"), pl.col("pfile").str.extract(r"(?:plog|device)-(\d+)_", 1)).cast(
             pl.Int64, strict=False
         ),
+    )
+    # a line the capture tool saved empty ("vllm-server-1  | ") is a blank line of the process: dropped, so that
+    # it breaks a block of lines as the bare blank line does; a line whose inner prefix is left (vLLM's logger
+    # prints "ERROR … engine.py:389]" for an empty line of the traceback it logs) is a line of that message, kept
+    inner = ("pfile", "porigin", "trank", "vlevel")
+    only_capture = pl.all_horizontal(pl.col(c).is_null() | (pl.col(c) == "") for c in inner if c in cols)
+    x = x.filter(pl.col("rest").str.contains(r"\S") | ~only_capture)
+    # a stamp aligned by two spaces ("11:05:31.652  PrintTaskErrorMsg: …") leaves one: not an indented
+    # continuation line (those are indented by tabs or several spaces, Python's frames by two)
+    aligned = only_capture & (pl.col("capture") != "") & pl.col("rest").str.contains(r"^ \S")
+    x = x.with_columns(
+        l=pl.when(aligned).then(pl.col("l").str.slice(1)).otherwise(pl.col("l")),
+        c=pl.when(aligned).then(pl.col("c").str.slice(1)).otherwise(pl.col("c")),
     )
     return pl.concat([_conform(plain), _conform(x)])
 
@@ -333,6 +360,10 @@ def parse_lines(lines: list[str] | pl.Series, line0: int) -> pl.DataFrame:
         return _conform(df.with_columns(c=pl.col("l"))).drop(*PREFIX_FIELDS)
     out = pl.concat(parts).sort("ord")
     own_pid = pl.lit("pid ") + pl.col("pid").cast(pl.String)
+    # A capture of one container is that process's plain output (the same diagnosis as without the prefix); only a
+    # capture that interleaves several containers has the container as the source of a line nothing inner names.
+    several = out["p_container"].drop_nulls().n_unique() > 1
+    container = pl.col("p_container") if several else pl.lit(None, pl.String)
     return out.with_columns(
         level=pl.coalesce(pl.col("level"), pl.col("p_level")).replace(LEVEL_NAMES),
         ts_ns=pl.coalesce(pl.col("ts_ns"), pl.col("p_ts")),
@@ -340,6 +371,7 @@ def parse_lines(lines: list[str] | pl.Series, line0: int) -> pl.DataFrame:
         nyf=pl.coalesce(pl.col("nyf"), pl.col("p_nyf")),
         rank=pl.coalesce(pl.col("rank"), pl.col("p_rank")),
         pid=pl.coalesce(pl.col("pid"), pl.col("p_pid")),
-        origin=pl.coalesce(pl.col("p_origin"), own_pid),  # the prefix, else the line's own pid field
-        line_src=pl.col("p_origin"),
+        # the prefix, else the line's own pid field, else the container a capture tool named
+        origin=pl.coalesce(pl.col("p_origin"), own_pid, container),
+        line_src=pl.coalesce(pl.col("p_origin"), container),
     ).drop(*PREFIX_FIELDS)

@@ -218,9 +218,12 @@ def _decode(raw: bytes, seen: _Text) -> str:
 _RECORD_CUT = re.compile(rf"\n(?=\[(?:{LEVELS})\] ?[A-Z][A-Z0-9_]*\(\d+,)".encode())
 # Before a console line that starts a record: behind its process / rank / vLLM-logger prefixes, not indented and
 # not a continuation word (a prefixed traceback line is not a place to cut); the prefixes are one atomic group so
-# that the look-ahead cannot succeed by skipping them.
+# that the look-ahead cannot succeed by skipping them (a capture tool's container / stamp prefix first,
+# _log_grammar._CAPTURE).
 _CONSOLE_CUT = re.compile(
-    rb"\n(?=(?>(?:[^\s:\[\]()]+\.log:)?(?:\([^()\n]{1,80}? pid=\d+[^)\n]*\)\s)?(?:\[?rank\d+\]: ?)?"
+    rb"\n(?=(?>(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) |\d\d:\d\d:\d\d\.\d{3} )?"
+    rb"(?:[\w.-]{1,64} +\| )?(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) |\d\d:\d\d:\d\d\.\d{3} )?"
+    rb"(?:[^\s:\[\]()]+\.log:)?(?:\([^()\n]{1,80}? pid=\d+[^)\n]*\)\s)?(?:\[?rank\d+\]: ?)?"
     rb"(?:(?:ERROR|WARNING|INFO|DEBUG|CRITICAL) (?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? \[?[\w./-]+:\d+\] ?)?)"
     rb"(?![\s^]|TraceBack \(most recent|Possible Cause|Solution:|[^\n]*\[FUNC:\w+\]\[FILE:)\S[^\n]*\n)"  # a whole line: not one cut off
 )

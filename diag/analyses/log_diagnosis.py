@@ -234,7 +234,22 @@ def _without_unplaced_beside_known(group: list[dict[str, Any]]) -> list[dict[str
     known cause or symptom (high / medium) they are most often its detail lines (HCCL tables, call traces) — an
     unknown is reported, never stacked under a known failure as a second one."""
     known = any(c["category"] != UNCLASSIFIED and c["sev"] <= 1 and c["role"] <= 1 for c in group)
-    return [c for c in group if not (known and c["category"] == UNCLASSIFIED)]
+    placed = any(c["category"] != UNCLASSIFIED for c in group)
+    yielding = _yields_to_placed()
+
+    def names_nothing(c: dict[str, Any]) -> bool:  # only rules with yields_to_placed (a cut traceback) hold it
+        return bool(c["rule_ids"]) and all(r in yielding for r in c["rule_ids"])
+
+    return [
+        c for c in group
+        if not (c["category"] == UNCLASSIFIED and (known or (placed and names_nothing(c))))
+    ]
+
+
+@lru_cache(maxsize=1)
+def _yields_to_placed() -> frozenset[str]:
+    """Rules whose record names nothing (``yields_to_placed``: a traceback cut before its exception line)."""
+    return frozenset(k for k, r in log_rules()["rule"].items() if r.get("yields_to_placed"))
 
 
 def _generic_report_yields(group: list[dict[str, Any]]) -> None:
@@ -295,7 +310,9 @@ def _with_top_causes(eps: list[Episode], causes: list[RootCause]) -> list[Episod
                              "severity": rc.severity, "role": rc.role,
                              **owners.for_log(rc.category, rc.codes).fields()}  # fmt: skip
             ep.incident = rc.severity in ("high", "medium")
-            ep.placed = any(r not in (UNCLASSIFIED, LAST_RESORT_RULE) for r in rc.rule_ids)
+            # a rule of its own names it; the catch-alls and a cut traceback (yields_to_placed) name nothing
+            unnamed = {UNCLASSIFIED, LAST_RESORT_RULE} | _yields_to_placed()
+            ep.placed = any(r not in unnamed for r in rc.rule_ids)
     return eps
 
 
