@@ -18,7 +18,9 @@ Definitions (per half):
   error (code X)") or flags nothing (diag says less rather than guessing).  An expected ``noise`` is right when
   nothing is flagged (noise files are counted apart: they feed the false positives).
 * key-line accuracy: share of files with a ``key_line`` where it is a substring of the raw text of the first
-  evidence record of the top root cause (whatever its severity).
+  evidence record of the top root cause (whatever its severity); a capture tool's prefix at the start of a key line
+  (a compose bar, a kubectl stamp: ``parsers/_log_grammar.CAPTURE_PREFIX``) is not looked for, records keep the
+  process's line without it.
 * false positives: files expected ``noise`` that get a flagged root cause, plus files whose top cause is flagged
   with a *named* category that is wrong (an ``unclassified`` file answered with a named category counts).  An
   honest "unclassified error (code X)" on a file that has a category is a miss, not a false positive: it claims
@@ -37,17 +39,21 @@ import argparse
 import csv
 import hashlib
 import json
+import re
 import sys
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run as a script from bench/: the repository's parsers
+from parsers._log_grammar import CAPTURE_PREFIX  # noqa: E402
 
 try:  # imported as bench.log_accuracy by the tests, run as a script from bench/
     from bench.log_wrappers import WRAPPERS, wrapped_copy
 except ImportError:
     from log_wrappers import WRAPPERS, wrapped_copy  # type: ignore[no-redef]
 
-ROOT = Path(__file__).resolve().parent.parent
 WILD = ROOT / "tests" / "fixtures" / "logs_wild"
 FLAGGED = ("high", "medium")
 HALVES = ("train", "held")
@@ -112,6 +118,9 @@ def judge(row: dict[str, str], folder: Path = WILD, wrap: str = "none") -> Outco
     flagged = severity in FLAGGED
     got = category if category and severity in (*FLAGGED, "low") else "nothing"
     expected, key = row["expected_category"], row["key_line"]
+    # a record keeps the process's line without what a capture tool put before it (a compose bar, a kubectl
+    # stamp), so a key line copied from such a capture is looked for without it
+    key = re.sub("^" + CAPTURE_PREFIX, "", key) if key else key
     ok = _category_matches(expected, got, flagged)
     return Outcome(
         file=row["file"],

@@ -29,12 +29,12 @@ GLUED = rf"(\S)(\[(?:{LEVELS})\]\s?[A-Z][A-Z0-9_]*\(\d+,[^)]*\):\d{{4}}-)"
 # stamps are dropped, not used: they are the capture host's clock (UTC for kubectl), not the process's own stamps, and
 # mixing the two would split or merge incident episodes by the zone offset; the container's name is the process when
 # nothing inner names one. The line a record keeps (its raw text, what later rules and the evidence read) is the process's.
-_CAPTURE = (
+CAPTURE_PREFIX = (
     r"(?P<capture>(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) |\d\d:\d\d:\d\d\.\d{3} )?"
     r"(?:(?P<ccontainer>[\w.-]{1,64}) +\| )?(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) |\d\d:\d\d:\d\d\.\d{3} )?)"
 )
 PREFIX_RX = (
-    rf"^{_CAPTURE}"
+    rf"^{CAPTURE_PREFIX}"
     r"(?:(?P<pfile>[^\s:\[\]()]+\.log):)?"
     r"(?:\((?P<porigin>(?P<actor>[^()]{1,80}?) pid=(?P<apid>\d+)(?:, ip=[^)]*)?)\)\s)?"
     r"(?:\[?rank(?P<trank>\d+)\]: ?)?(?:(?P<vlevel>ERROR|WARNING|INFO|DEBUG|CRITICAL) (?:(?P<Y>\d{4})-)?"

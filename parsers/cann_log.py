@@ -219,7 +219,7 @@ _RECORD_CUT = re.compile(rf"\n(?=\[(?:{LEVELS})\] ?[A-Z][A-Z0-9_]*\(\d+,)".encod
 # Before a console line that starts a record: behind its process / rank / vLLM-logger prefixes, not indented and
 # not a continuation word (a prefixed traceback line is not a place to cut); the prefixes are one atomic group so
 # that the look-ahead cannot succeed by skipping them (a capture tool's container / stamp prefix first,
-# _log_grammar._CAPTURE).
+# _log_grammar.CAPTURE_PREFIX).
 _CONSOLE_CUT = re.compile(
     rb"\n(?=(?>(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) |\d\d:\d\d:\d\d\.\d{3} )?"
     rb"(?:[\w.-]{1,64} +\| )?(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) |\d\d:\d\d:\d\d\.\d{3} )?"

@@ -60,7 +60,8 @@ def test_diagnosis_does_not_depend_on_the_capture(wrapper: str) -> None:
         # the evidence is the same line too; where the file already holds a compose bar (nested twice: one bar is
         # read), the inner bar stays on it
         first = wrapped[2].split("\n")[0], bare[2].split("\n")[0]
-        same_line = wrapped[2] == bare[2] or (first[0].endswith(first[1]) and "  | " in first[0])
+        # (a line that starts with one blank, a cut excerpt's, loses it behind a stamp: read as aligned)
+        same_line = wrapped[2].lstrip() == bare[2].lstrip() or (first[0].endswith(first[1].lstrip()) and "  | " in first[0])
         if wrapped[:2] != bare[:2] or not same_line:
             changed.append(name)
     assert len(TRAIN) >= 25 and not changed, changed
