@@ -61,7 +61,9 @@ def test_diagnosis_does_not_depend_on_the_capture(wrapper: str) -> None:
         # read), the inner bar stays on it
         first = wrapped[2].split("\n")[0], bare[2].split("\n")[0]
         # (a line that starts with one blank, a cut excerpt's, loses it behind a stamp: read as aligned)
-        same_line = wrapped[2].lstrip() == bare[2].lstrip() or (first[0].endswith(first[1].lstrip()) and "  | " in first[0])
+        same_line = wrapped[2].lstrip() == bare[2].lstrip() or (
+            first[0].endswith(first[1].lstrip()) and "  | " in first[0]
+        )
         if wrapped[:2] != bare[:2] or not same_line:
             changed.append(name)
     assert len(TRAIN) >= 25 and not changed, changed
@@ -86,7 +88,9 @@ def test_round12_wordings(text: str, category: str | None, severity: str | None)
         path = Path(tmp) / "console.log"
         path.write_text(text + "\n")
         got = diagnose(path)
-    assert (got[0], got[1]) == (category, severity) or (category is None and got[1] not in ("high", "medium", "low"))
+    assert (got[0], got[1]) == (category, severity) or (
+        category is None and got[1] not in ("high", "medium", "low")
+    )
 
 
 def test_stamp_aligned_by_two_spaces_starts_a_line_of_its_own() -> None:
@@ -94,7 +98,9 @@ def test_stamp_aligned_by_two_spaces_starts_a_line_of_its_own() -> None:
                       "11:05:31.654    File \"a.py\", line 3, in f"], 1)  # fmt: skip
     # the aligned lines start records (no leading blank); a frame indented past the alignment keeps its indent
     assert df["l"].to_list() == [
-        "PrintTaskErrorMsg: Task run failed", "ProcessStarsAicpuErrorInfo: x", '   File "a.py", line 3, in f'
+        "PrintTaskErrorMsg: Task run failed",
+        "ProcessStarsAicpuErrorInfo: x",
+        '   File "a.py", line 3, in f',
     ]
 
 
@@ -127,7 +133,9 @@ CUT = [
         ([*CUT, "ERROR 11-08 11:01:30 [core.py:502] KeyError: 'x'"], "unclassified_error", "medium", "KeyError: 'x'"),
     ],
 )  # fmt: skip
-def test_cut_traceback_yields_to_a_placed_record(lines: list[str], category: str, severity: str, lead: str) -> None:
+def test_cut_traceback_yields_to_a_placed_record(
+    lines: list[str], category: str, severity: str, lead: str
+) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "console.log"
         path.write_text("\n".join(lines) + "\n")

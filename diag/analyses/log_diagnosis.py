@@ -237,12 +237,12 @@ def _without_unplaced_beside_known(group: list[dict[str, Any]]) -> list[dict[str
     placed = any(c["category"] != UNCLASSIFIED for c in group)
     yielding = _yields_to_placed()
 
-    def names_nothing(c: dict[str, Any]) -> bool:  # only rules with yields_to_placed (a cut traceback) hold it
+    # held only by rules with yields_to_placed (a cut traceback)
+    def names_nothing(c: dict[str, Any]) -> bool:
         return bool(c["rule_ids"]) and all(r in yielding for r in c["rule_ids"])
 
     return [
-        c for c in group
-        if not (c["category"] == UNCLASSIFIED and (known or (placed and names_nothing(c))))
+        c for c in group if not (c["category"] == UNCLASSIFIED and (known or (placed and names_nothing(c))))
     ]
 
 
@@ -264,8 +264,13 @@ def _generic_report_yields(group: list[dict[str, Any]]) -> None:
             continue
         if any(catalog.get(k, {}).get("category") == c["category"] for k in c["codes"] or []):
             continue  # its own code places it (507015 AI Core exception): it stays a cause
-        verdicts = [o for o in group if o is not c and o["category"] in yields
-                    and any(catalog.get(k, {}).get("category") == o["category"] for k in o["codes"] or [])]
+        verdicts = [
+            o
+            for o in group
+            if o is not c
+            and o["category"] in yields
+            and any(catalog.get(k, {}).get("category") == o["category"] for k in o["codes"] or [])
+        ]
         if verdicts:
             c["role"] = max(c["role"], ROLE_ORDER["symptom"])
             for o in verdicts:
