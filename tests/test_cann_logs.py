@@ -333,6 +333,7 @@ RULE_EXAMPLES = {
     "wrapper_inner_error": "EH9999: Inner Error!",
     "wrapper_code": "[ERROR] RUNTIME(16243,msame):2022-09-22-11:27:01.794.400 [error_message_manage.cc:49]16243 module_name=EE8888 reason report",
     "unclassified_error": "ERROR 11-26 11:43:04 [scheduler.py:512] Grammar compilation backend returned an invalid bitmask",
+    "gloo_collective_timeout": "[rank2]: RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 1800000ms for recv operation to complete",
     "unclassified_traceback_cut": "ERROR 11-08 11:01:30 [core.py:502] Traceback (most recent call last):",
     "oom_kv_pool_profiled_nonpositive": "[2025-05-12 09:13:01 TP0] max_total_tokens=20480 is larger than the profiled value -1022. Use the profiled value instead.",
     # issue #16, from the train half of tests/fixtures/logs_wild (w1_060, w1_048, w1_070, w1_058)

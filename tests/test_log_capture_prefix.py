@@ -64,6 +64,9 @@ def test_diagnosis_does_not_depend_on_the_capture(wrapper: str) -> None:
         same_line = wrapped[2].lstrip() == bare[2].lstrip() or (
             first[0].endswith(first[1].lstrip()) and "  | " in first[0]
         )
+        # a paste's hard-wrapped pieces get a stamp each here (a real capture stamps the process's lines, before a
+        # paste wraps them), so a piece of the same record may lead on its own
+        same_line = same_line or (bool(first[0].strip()) and first[0].strip() in bare[2])
         if wrapped[:2] != bare[:2] or not same_line:
             changed.append(name)
     assert len(TRAIN) >= 25 and not changed, changed

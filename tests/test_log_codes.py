@@ -37,9 +37,9 @@ def _one(line: str) -> dict:
 def test_acl_catalog_holds_every_header_code_once():
     rows = _acl_rows()
     codes = [r["code"] for r in rows]
-    # acl_base.h + rt_error_codes.h + ge_error_codes.h (201) and the aclnn return-code tables (26): every code once
-    assert len(codes) == len(set(codes)) == 227
-    assert sum(r["name"].startswith("ACLNN_") for r in rows) == 26
+    # acl_base.h + rt_error_codes.h (with its CANN 8.x additions) + ge_error_codes.h (222) and the aclnn tables (30): every code once
+    assert len(codes) == len(set(codes)) == 252
+    assert sum(r["name"].startswith("ACLNN_") for r in rows) == 30
     assert all(re.fullmatch(r"[1-5]\d{5}", c) for c in codes)
     assert all(r["name"].startswith(("ACL_", "ACLNN_")) and r["meaning"] and r["typical_fix"] for r in rows)
     categories = set(log_diagnosis.log_rules()["category"])
@@ -59,8 +59,15 @@ def test_acl_catalog_holds_every_header_code_once():
         ("507035", "ACL_ERROR_RT_VECTOR_CORE_EXCEPTION", "device_exception"),
         ("507053", "ACL_ERROR_RT_DEVICE_MEM_ERROR", "device_exception"),
         ("507056", "ACL_ERROR_RT_LINK_ERROR", "hccl_timeout"),
+        ("107027", "ACL_ERROR_RT_STREAM_CAPTURED", ""),  # CANN 8.x graph capture: the record's words place it
+        ("207018", "ACL_ERROR_RT_DEVICE_OOM", "oom"),
+        ("574007", "ACLNN_CLEAR_DEVICE_STATE_FAIL", "device_exception"),
         ("545001", "ACL_ERROR_GE_LOAD_MODEL", ""),
-        ("161002", "ACLNN_ERR_PARAM_INVALID", ""),  # aclnnStatus: a parameter check, not an op-support verdict
+        (
+            "161002",
+            "ACLNN_ERR_PARAM_INVALID",
+            "",
+        ),  # aclnnStatus: a parameter check, not an op-support verdict
         ("561003", "ACLNN_ERR_INNER_FIND_KERNEL_ERROR", ""),  # missing kernels package or no kernel: unplaced
         ("561112", "ACLNN_ERR_INNER_OPP_KERNEL_PKG_NOT_FOUND", "version_mismatch"),
     ],

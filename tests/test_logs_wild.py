@@ -46,6 +46,11 @@ HELD_RATCHET = {
     # w13 / w14 (session 14): first contact (rules of round 11) held 8 / 10, 8 / 10, 0 and 0 / 3, 0 / 3, 0
     "w13": (0.80, 0.80, 0),
     "w14": (0.00, 0.00, 0),
+    # w15 / w16 (session 15): first contact (rules of round 12) held 5 / 8, 6 / 8, 1 and 7 / 9, 7 / 9, 1 (w16_012 was
+    # relabelled version_mismatch after it, to the folder's convention for a missing GPU architecture: 8 / 9, 0);
+    # round 13 (rules from their 31 train files) left both where they were
+    "w15": (0.62, 0.75, 1),
+    "w16": (0.88, 0.77, 0),
 }
 
 
