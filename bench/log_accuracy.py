@@ -55,6 +55,7 @@ except ImportError:
     from log_wrappers import WRAPPERS, wrapped_copy  # type: ignore[no-redef]
 
 WILD = ROOT / "tests" / "fixtures" / "logs_wild"
+_CAPTURED = re.compile("^" + CAPTURE_PREFIX)  # a capture tool's prefix at the start of a line
 FLAGGED = ("high", "medium")
 HALVES = ("train", "held")
 
@@ -120,7 +121,7 @@ def judge(row: dict[str, str], folder: Path = WILD, wrap: str = "none") -> Outco
     expected, key = row["expected_category"], row["key_line"]
     # a record keeps the process's line without what a capture tool put before it (a compose bar, a kubectl
     # stamp), so a key line copied from such a capture is looked for without it
-    key = re.sub("^" + CAPTURE_PREFIX, "", key) if key else key
+    key = _CAPTURED.sub("", key) if key else key
     ok = _category_matches(expected, got, flagged)
     return Outcome(
         file=row["file"],
@@ -232,7 +233,6 @@ def main(argv: list[str] | None = None) -> int:
         help="rewrite every file as a capture tool saves it first (kubectl / docker stamps, compose prefix, CRLF, GB18030)",
     )
     args = parser.parse_args(argv)
-    sys.path.insert(0, str(ROOT))
     figures = measure(args.half, index=args.index, wrap=args.wrap)
     if args.figures_only:
         figures = {half: {k: v for k, v in f.items() if k != "misses"} for half, f in figures.items()}

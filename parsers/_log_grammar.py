@@ -11,7 +11,8 @@ import re
 import numpy as np
 import polars as pl
 
-from parsers._log_literals import LEVELS  # defined there: cann_log's detection reads it without Polars
+# defined there: cann_log's detection reads them without Polars
+from parsers._log_literals import CAPTURE_BAR, CAPTURE_STAMP, LEVELS
 
 _TS = r"(?P<Y>\d{4})-(?P<M>\d\d)-(?P<D>\d\d)"
 _HMS = r"(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)"
@@ -29,10 +30,7 @@ GLUED = rf"(\S)(\[(?:{LEVELS})\]\s?[A-Z][A-Z0-9_]*\(\d+,[^)]*\):\d{{4}}-)"
 # stamps are dropped, not used: they are the capture host's clock (UTC for kubectl), not the process's own stamps, and
 # mixing the two would split or merge incident episodes by the zone offset; the container's name is the process when
 # nothing inner names one. The line a record keeps (its raw text, what later rules and the evidence read) is the process's.
-CAPTURE_PREFIX = (
-    r"(?P<capture>(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) |\d\d:\d\d:\d\d\.\d{3} )?"
-    r"(?:(?P<ccontainer>[\w.-]{1,64}) +\| )?(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) |\d\d:\d\d:\d\d\.\d{3} )?)"
-)
+CAPTURE_PREFIX = rf"(?P<capture>{CAPTURE_STAMP}?(?:(?P<ccontainer>[\w.-]{{1,64}}) +\| )?{CAPTURE_STAMP}?)"
 PREFIX_RX = (
     rf"^{CAPTURE_PREFIX}"
     r"(?:(?P<pfile>[^\s:\[\]()]+\.log):)?"
@@ -42,7 +40,7 @@ PREFIX_RX = (
     r"(?P<rest>.*)$"
 )
 _PREFIXED = (
-    r"^(?:[\w.-]{1,64} +\| |\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) |\d\d:\d\d:\d\d\.\d{3} "
+    rf"^(?:{CAPTURE_BAR}|{CAPTURE_STAMP}"
     r"|[^\s:\[\]()]+\.log:|\([^()]{1,80}? pid=\d+|\[?rank\d+\]:|(?:ERROR|WARNING|INFO|DEBUG|CRITICAL) \d)"
 )
 _EM_TS = rf"{_TS}-{_HMS}\.(?P<ms>\d{{3}})\.(?P<us>\d{{3}})"

@@ -23,6 +23,10 @@ import re
 from functools import lru_cache
 
 LEVELS = "ERROR|WARNING|INFO|DEBUG|EVENT|TRACE"  # the plog levels (parsers._log_grammar, parsers.cann_log)
+# What a capture tool puts before a saved line (parsers._log_grammar.CAPTURE_PREFIX, parsers.cann_log._CONSOLE_CUT): an
+# RFC 3339 stamp (kubectl logs --timestamps, docker logs -t) or a log viewer's clock, and docker compose's bar.
+CAPTURE_STAMP = r"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) |\d\d:\d\d:\d\d\.\d{3} )"
+CAPTURE_BAR = r"[\w.-]{1,64} +\| "
 
 try:  # Python 3.11+
     import re._constants as _c

@@ -59,7 +59,7 @@ from diag.errors import BadInputError
 from parsers._base import ParseContext, ParseResult, Probe
 from parsers._io import one_line
 from parsers._line_cap import CutLines, capped_blocks
-from parsers._log_literals import LEVELS
+from parsers._log_literals import CAPTURE_BAR, CAPTURE_STAMP, LEVELS
 
 if TYPE_CHECKING:
     import polars as pl
@@ -221,9 +221,8 @@ _RECORD_CUT = re.compile(rf"\n(?=\[(?:{LEVELS})\] ?[A-Z][A-Z0-9_]*\(\d+,)".encod
 # that the look-ahead cannot succeed by skipping them (a capture tool's container / stamp prefix first,
 # _log_grammar.CAPTURE_PREFIX).
 _CONSOLE_CUT = re.compile(
-    rb"\n(?=(?>(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) |\d\d:\d\d:\d\d\.\d{3} )?"
-    rb"(?:[\w.-]{1,64} +\| )?(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) |\d\d:\d\d:\d\d\.\d{3} )?"
-    rb"(?:[^\s:\[\]()]+\.log:)?(?:\([^()\n]{1,80}? pid=\d+[^)\n]*\)\s)?(?:\[?rank\d+\]: ?)?"
+    rf"\n(?=(?>{CAPTURE_STAMP}?(?:{CAPTURE_BAR})?{CAPTURE_STAMP}?".encode()
+    + rb"(?:[^\s:\[\]()]+\.log:)?(?:\([^()\n]{1,80}? pid=\d+[^)\n]*\)\s)?(?:\[?rank\d+\]: ?)?"
     rb"(?:(?:ERROR|WARNING|INFO|DEBUG|CRITICAL) (?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? \[?[\w./-]+:\d+\] ?)?)"
     rb"(?![\s^]|TraceBack \(most recent|Possible Cause|Solution:|[^\n]*\[FUNC:\w+\]\[FILE:)\S[^\n]*\n)"  # a whole line: not one cut off
 )

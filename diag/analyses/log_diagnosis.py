@@ -305,6 +305,8 @@ def episodes(store: Store, run_id: int | None = None, job_id: int | None = None)
 
 def _with_top_causes(eps: list[Episode], causes: list[RootCause]) -> list[Episode]:
     """``eps`` with each one's top root cause (``causes``: those of every episode of the same scope)."""
+    # placed: a rule of its own names it; the catch-alls and a cut traceback (yields_to_placed) name nothing
+    unnamed = {UNCLASSIFIED, LAST_RESORT_RULE} | _yields_to_placed()
     top: dict[int, RootCause] = {}
     for rc in causes:
         top.setdefault(rc.episode, rc)
@@ -315,8 +317,6 @@ def _with_top_causes(eps: list[Episode], causes: list[RootCause]) -> list[Episod
                              "severity": rc.severity, "role": rc.role,
                              **owners.for_log(rc.category, rc.codes).fields()}  # fmt: skip
             ep.incident = rc.severity in ("high", "medium")
-            # a rule of its own names it; the catch-alls and a cut traceback (yields_to_placed) name nothing
-            unnamed = {UNCLASSIFIED, LAST_RESORT_RULE} | _yields_to_placed()
             ep.placed = any(r not in unnamed for r in rc.rule_ids)
     return eps
 
