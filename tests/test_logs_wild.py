@@ -51,6 +51,9 @@ HELD_RATCHET = {
     # round 13 (rules from their 31 train files) left both where they were
     "w15": (0.62, 0.75, 1),
     "w16": (0.88, 0.77, 0),
+    # w17 / w18 (session 16): first contact (rules of round 13) held 5 / 9, 4 / 9, 1 and 4 / 8, 5 / 8, 0
+    "w17": (0.55, 0.44, 1),
+    "w18": (0.50, 0.62, 0),
 }
 
 
