@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from diag.analyses.error_codes import NAMED_CODE_CATALOGS
+from diag.analyses.error_codes import CANN_CODES, NAMED_CODE_CATALOGS
 from diag.analyses.log_rule_files import merged_rule_data
 from parsers._log_literals import FOLDED_INTO_ASCII, required_literals
 from parsers._log_regex import ascii_regex
@@ -44,7 +44,7 @@ class Rule:
 def catalog_codes(*paths: Path) -> dict[str, tuple[str, ...]]:
     """Category → the catalogued codes that imply it on their own (``codes_from`` of a rule names one)."""
     out: dict[str, list[str]] = {}
-    for path in paths or (CODES_PATH, ACL_CODES_PATH, HCCL_CODES_PATH, *NAMED_CODE_CATALOGS):
+    for path in paths or (CODES_PATH, CANN_CODES, ACL_CODES_PATH, HCCL_CODES_PATH, *NAMED_CODE_CATALOGS):
         with open(path, encoding="utf-8") as fh:
             for row in csv.DictReader(line for line in fh if not line.startswith("#")):
                 listed = out.setdefault(row["category"], []) if row["category"] else []

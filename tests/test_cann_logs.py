@@ -369,6 +369,9 @@ RULE_EXAMPLES = {
     "abort_child_killed": "RuntimeError: DataLoader worker (pid 28123) is killed by signal: Killed.",
     "abort_glibc_heap_check": "double free or corruption (!prev)",
     "abort_shell_signal_localized": "已放弃 (核心已转储)",
+    # round 14 (#16): more in tests/test_log_rules_round14.py
+    "abort_native_check_failed": "(TaskRunner pid=2915798) [2025-07-06 07:14:27,052 C 2915798 2915798] task_receiver.cc:219:  Check failed: objects_valid ",
+    "task_timeout_python": "(EngineCore_DP0 pid=32080) ERROR 03-08 17:31:28 [core.py:1102] TimeoutError",
     "unclassified_glog_status": "E20260106 06:43:02.966156  5793 ascend_direct_transport.cpp:820] Failed to connect to target: 172.17.0.16:25482, status: 103900",
 }
 
@@ -607,7 +610,7 @@ def test_corpus_file(cann_corpus, tmp_path, name):
     ("code", "component", "meaning"),
     [
         ("EZ9999", "operators / host API", "Inner error"),  # in the catalog: its own words
-        ("EL0011", "driver", "error (from the code's spelling"),
+        ("EL0099", "driver", "error (from the code's spelling"),  # no registry defines EL0099
         ("EB9999", "TBE pass compiler", "inner error (from"),
         ("W41001", "TEFUSION / TBE front end", "warning (from"),
         ("ERR01011", "torch_npu OPS", "timeout (from"),

@@ -84,6 +84,56 @@ def test_hand_written_words_win_over_the_header():
     assert (entry["name"], entry["category"]) == ("ACL_ERROR_RT_AICORE_EXCEPTION", "device_exception")
 
 
+CANN_CODES = ROOT / "diag" / "rules" / "error_codes_cann_registry.csv"
+
+
+def test_cann_registry_holds_every_component_code_once():
+    with open(CANN_CODES, encoding="utf-8") as fh:
+        head = [line for line in fh if line.startswith("#")]
+        fh.seek(0)
+        rows = list(csv.DictReader(line for line in fh if not line.startswith("#")))
+    codes = [r["code"] for r in rows]
+    # 589 codes of the hicann/* registries (runtime, ge, opbase, driver, metadef 8.5) + 56 only in Ascend/metadef 2023
+    assert len(codes) == len(set(codes)) == 645
+    assert all(re.fullmatch(r"[EW][0-9A-Z]\d{4}", r["code"]) and r["meaning"] and r["source"] for r in rows)
+    assert sum(r["source"].startswith("Ascend/metadef") for r in rows) == 56
+    assert any(
+        "hicann/runtime" in line and "7f26179e1c" in line for line in head
+    )  # the source commit is recorded
+    categories = set(log_diagnosis.log_rules()["category"])
+    assert {r["category"] for r in rows if r["category"]} <= categories
+
+
+@pytest.mark.parametrize(
+    ("code", "category", "meaning_starts"),
+    [
+        ("E50034", "op_unsupported", "The dtype of […] of op[…] must in […]"),  # a TBE op's dtype check
+        ("EZ1006", "op_unsupported", "Operator … does not support data type …"),
+        ("EL0019", "oom", "Failed to allocate … device memory"),
+        ("EE1015", "version_mismatch", "… failed. Reason: The driver version capability is insufficient"),
+        ("E60101", "", "In op[…], the last 2 dim of […]"),  # a shape rule: the record decides
+        ("E10013", "", "Value … for --… is out of range"),  # an argument check places nothing
+    ],
+)
+def test_a_registry_code_is_described_by_its_message(code, category, meaning_starts):
+    entry = describe_code(code)
+    assert entry["category"] == category
+    assert entry["meaning"].startswith(meaning_starts)
+    assert "%s" not in entry["meaning"] and "not in diag's catalog" not in entry["meaning"]
+    assert entry[
+        "component"
+    ]  # the TBE checks the registry leaves without errClass get their class letter's name
+
+
+def test_a_code_no_registry_defines_is_still_described_by_its_spelling():
+    assert (
+        "not in diag's catalog" in describe_code("EI0018")["meaning"]
+    )  # hcomm's HCCL codes are not reachable
+    assert describe_code("EZ9999")["meaning"].startswith(
+        "Inner error"
+    )  # error_codes.csv wins over the registry
+
+
 # -- 2. category from the code ---------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("line", "rule_id", "category"),

@@ -1,7 +1,9 @@
 """The error-code catalog: what a CANN / torch_npu / runtime code means and its usual fix.
 
-``diag/rules/error_codes.csv`` holds the codes seen in logs and the format notes; a code it lacks (other CANN
-versions print others) is described by its spelling, from ``diag/rules/error_code_parts.csv``.
+``diag/rules/error_codes.csv`` holds the codes seen in logs and the format notes; ``error_codes_cann_registry.csv``
+every CANN component code of the open-source CANN error-code registries (their message and suggestion), and the
+other ``error_codes_*.csv`` the return codes of the public headers; a code none holds (other CANN versions print
+others) is described by its spelling, from ``diag/rules/error_code_parts.csv``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ ERROR_CODE_PARTS = RULES_DIR / "error_code_parts.csv"
 ACL_CODES = RULES_DIR / "error_codes_acl.csv"  # every ACL / runtime / GE return code of the public headers
 HCCL_CODES = RULES_DIR / "error_codes_hccl.csv"  # HcclResult, stored as HCCL:<n>
 DCMI_CODES = RULES_DIR / "error_codes_dcmi.csv"  # NPU management (npu-smi) return codes, stored as DCMI:<n>
+# Every CANN component code (E|W + class + 4 digits) of the open-source CANN error-code registries (8.5 – 9.2)
+CANN_CODES = RULES_DIR / "error_codes_cann_registry.csv"
 # The header catalogs of the other stacks, one place for the diagnosis and the log rules' codes_from: NVIDIA
 # (cudaError_t / ncclResult_t / cublasStatus_t / cudnnStatus_t: CUDA:<name>, NCCL:<name> …), AMD ROCm (hipError_t,
 # rocblas_status, hipblasStatus_t: HIP:, ROCBLAS:, HIPBLAS:) and Intel XPU (ur_result_t, ze_result_t, pi_result: UR:,
@@ -35,13 +39,30 @@ def _read(path: Path) -> dict[str, dict[str, str]]:
         return {r["code"]: r for r in rows}
 
 
+def _read_registry(path: Path = CANN_CODES) -> dict[str, dict[str, str]]:
+    """The CANN registries' rows as a person reads them: the message's ``%s`` slots shown as ``…``, their "N/A"
+    fix as none, and a component the registry leaves out (TBE op checks) named from the code's class letter."""
+    parts = _code_parts()
+    out = {}
+    for code, row in _read(path).items():
+        fix = row.get("typical_fix", "")
+        m = _CANN_CODE.match(code)
+        out[code] = {
+            **row,
+            "meaning": row.get("meaning", "").replace("%s", "…").strip(),
+            "typical_fix": "" if fix.strip() in ("N/A", "Cause: N/A; Fix: N/A") else fix,
+            "component": row.get("component") or (parts.get(("cann_class", m.group(1)), "") if m else ""),
+        }
+    return out
+
+
 @lru_cache(maxsize=2)
 def error_codes(
     path: Path = ERROR_CODES, acl_path: Path = ACL_CODES, hccl_path: Path = HCCL_CODES
 ) -> dict[str, dict[str, str]]:
     """The hand-written catalog over the header catalogs: its words (seen in logs) win, the headers add the
     constant's ``name`` and the ``category`` a code implies on its own."""
-    headers = _read(acl_path) | _read(hccl_path) | _read(DCMI_CODES)
+    headers = _read_registry() | _read(acl_path) | _read(hccl_path) | _read(DCMI_CODES)
     for named in NAMED_CODE_CATALOGS:
         headers |= _read(named)
     merged = {code: dict(row) for code, row in headers.items()}
@@ -67,6 +88,11 @@ def _hand_written_codes() -> frozenset[str]:
     return frozenset(_read(ERROR_CODES))
 
 
+@lru_cache(maxsize=1)
+def _registry_codes() -> frozenset[str]:
+    return frozenset(_read(CANN_CODES))
+
+
 _CATALOG_PREFIX = {
     "HCCL": "hccl",
     "CUDA": "cuda",
@@ -85,9 +111,12 @@ _CATALOG_PREFIX = {
 
 def catalog_of(code: str) -> str:
     """The catalog whose words a code's meaning is (the i18n key ``error_code.<catalog>.<code>``): the
-    hand-written one (``cann``) wins, as in ``error_codes``; else its ``HCCL:`` / ``CUDA:`` … prefix, else ACL."""
+    hand-written one (``cann``) wins, as in ``error_codes``, then the CANN registries' (``cann_registry``); else its
+    ``HCCL:`` / ``CUDA:`` … prefix, else ACL."""
     if code in _hand_written_codes():
         return "cann"
+    if code in _registry_codes():
+        return "cann_registry"
     return _CATALOG_PREFIX.get(code.split(":", 1)[0], "acl") if ":" in code else "acl"
 
 

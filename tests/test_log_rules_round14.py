@@ -1,0 +1,70 @@
+"""Log rules of round 14 (issue #16, session 16), written from the train halves of w17 / w18 after their first
+contact, by class, each tested on wordings of its source (cited in the rule's comment) and on the train excerpt it
+failed on:
+
+* nnopbase's call into HCCL for an MC2 op's communication resources ("Nnopbase fails to invoke the
+  HcclAllocComResourceByTiling function of the hccl module. ret = N") is an HCCL set-up failure (hccl_init_failed);
+* Python's TimeoutError as the exception a traceback ends on (vLLM's shm_broadcast acquire_read, RPCs, futures) is
+  a task timeout at medium — its message, not an OS socket error ("[Errno 110]") or the "raise TimeoutError" frame;
+* a native library's fatal assertion (glog / absl CHECK, Ray's RAY_CHECK "Check failed: …") is an abort, at low:
+  a device, memory or collective record beside it leads.
+
+Tried and dropped after the held-half measurement (``--half held --figures-only``): a missing *submodule* ("No module
+named 'pkg.sub'") as a version mismatch (it turned one more held file into a false positive), and reading only a
+work / watchdog that timed out in the NCCL watchdog rule (the teardown line "Some NCCL operations have failed or timed
+out" is the only collective record of some captures: one held file lost its category).
+
+Only train files are read (``bench.log_accuracy.half_of``).
+"""
+
+from __future__ import annotations
+
+from tests._wild import round_checks
+
+# (train file, category of the top root cause, its severity, a substring of its lead evidence record's raw text)
+TRAIN_CASES = [
+    ("w17_007_vllm_ascend_dsv31_two_node_moe_dispatch_v4_hccl_alloc_com_resource_8568.log", "hccl_timeout", "high",
+     "fails to invoke the HcclAllocComResourceByTiling function of the hccl module"),
+    ("w18_016_vllm_ray_data_enginecore_shm_broadcast_acquire_read_timeout_37250.log", "task_timeout", "medium",
+     "ERROR 03-08 17:31:28 [core.py:1102] TimeoutError"),
+    ("w18_019_verl_ray_taskrunner_task_receiver_check_failed_objects_valid_2380.log", "abort", "low",
+     "task_receiver.cc:219:  Check failed: objects_valid"),
+]  # fmt: skip
+
+
+# (line as its source prints it, rule id, category)
+WORDINGS = [
+    # hicann/opbase nnopbase: the MC2 op's HCCL resources (aclnnMoeDistributeDispatch / Combine)
+    ("[PID: 316198] 2025-09-28-07:22:29.827.496 AclNN_Inner_Error(EZ9999):  Nnopbase fails to invoke the "
+     "HcclAllocComResourceByTiling function of the hccl module. ret = 2, comm = 0xaaab1048cc60.", "hccl_init_failed",
+     "hccl_timeout"),
+    # vLLM v1 shm_broadcast / collective_rpc; asyncio's and concurrent.futures' qualified names
+    ("TimeoutError: RPC call to sample_tokens timed out.", "task_timeout_python", "task_timeout"),
+    ("asyncio.exceptions.TimeoutError", "task_timeout_python", "task_timeout"),
+    ("[rank0]: concurrent.futures._base.TimeoutError", "task_timeout_python", "task_timeout"),
+    # glog CHECK (F = fatal, then its own stack trace banner), Ray's RAY_CHECK
+    ("F0706 07:14:27.052000 12345 node_manager.cc:45] Check failed: x == y", "abort_native_check_failed", "abort"),
+    ("*** Check failure stack trace: ***", "abort_native_check_failed", "abort"),
+    ("[2025-07-06 07:14:27,052 C 2915798 2915798] task_receiver.cc:219:  Check failed: objects_valid",
+     "abort_native_check_failed", "abort"),
+]  # fmt: skip
+
+# lines that look alike and keep their own rule (None: no rule that names anything)
+NEIGHBOURS = [
+    # the traceback's frame that raises it is not the exception line
+    ("    raise TimeoutError", None),
+    # an OS socket error stays an unclassified error (a network timeout, not a wait on a worker)
+    ("TimeoutError: [Errno 110] Connection timed out", "unclassified_error"),
+    # the NCCL teardown line keeps its own rule's reading (a collective failed or timed out)
+    ("[rank38]:[E809 14:59:30.411347985 ProcessGroupNCCL.cpp:681] [Rank 38] Some NCCL operations have failed or timed "
+     "out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete "
+     "data.", "cuda_nccl_watchdog_timeout"),
+]  # fmt: skip
+
+
+# the tables above, checked (tests/_wild.round_checks)
+(
+    test_train_excerpt_top_cause_and_lead_line,
+    test_documented_wording_gets_its_rule,
+    test_neighbouring_lines_keep_their_rule,
+) = round_checks(TRAIN_CASES, WORDINGS, NEIGHBOURS)
