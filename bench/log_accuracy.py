@@ -98,6 +98,11 @@ def diagnose(path: Path) -> tuple[str | None, str | None, str]:
             ingestor.run(*ingestor.collect([path]), jobs=1)
         finally:
             ingestor.close()
+        failed = store.con.execute("SELECT message FROM files WHERE status = 'failed'").fetchall()
+        if (
+            failed
+        ):  # a rule the regex engine refuses fails the whole ingest: never read that as "nothing found"
+            raise RuntimeError(f"{path.name}: ingest failed: {failed[0][0]}")
         causes = log_scope(store).causes
     if not causes:
         return None, None, ""

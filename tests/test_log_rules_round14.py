@@ -11,7 +11,10 @@ failed on:
 * the "not supported" family (op_unsupported_family) knows the platform by its chip and board names (Ascend310P3,
   910B, 300I DUO, Atlas A2, "this device", "current hardware"), the dtype by its name (bfloat16, fp8, torch.float64)
   and the mode by its own (aclgraph / ACL graph mode, NPU / CUDA graphs, torchair) — the class, not a train file
-  (held: op_unsupported 16 → 17 of 25, no new false positive).
+  (held: op_unsupported 16 → 17 of 25, no new false positive);
+* from their sources, not from a wild file: vLLM's start-up free-memory check, host memory exhaustion (the kernel's
+  OOM killer, c10's DefaultCPUAllocator, NumPy's MemoryError) and Kubernetes' OOMKilled are OOMs; signal exit
+  statuses (docker compose, an IDE, Python's subprocess) and the DataLoader's shared-memory bus error are stops.
 
 Tried and dropped after the held-half measurement (``--half held --figures-only``): a missing *submodule* ("No module
 named 'pkg.sub'") as a version mismatch (it turned one more held file into a false positive), and reading only a
@@ -51,6 +54,26 @@ WORDINGS = [
     ("*** Check failure stack trace: ***", "abort_native_check_failed", "abort"),
     ("[2025-07-06 07:14:27,052 C 2915798 2915798] task_receiver.cc:219:  Check failed: objects_valid",
      "abort_native_check_failed", "abort"),
+    # vllm/v1/worker/gpu_worker.py; mm/oom_kill.c (5.x and older); c10/core/impl/alloc_cpu.cpp; NumPy; kubectl describe
+    ("ValueError: Free memory on device cuda:1 (19.77/22.05 GiB) on startup is less than desired GPU memory "
+     "utilization (0.9, 19.84 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
+     "oom_startup_free_memory", "oom"),
+    ("[1234567.891011] Out of memory: Killed process 3453 (python3) total-vm:230840864kB, anon-rss:200812880kB",
+     "oom_host_memory", "oom"),
+    ("[ 1234.5] Out of memory: Kill process 123 (python) score 900 or sacrifice child", "oom_host_memory", "oom"),
+    ("Memory cgroup out of memory: Killed process 4242 (python) total-vm:100kB", "oom_host_memory", "oom"),
+    ("RuntimeError: [enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: not enough memory: you tried to "
+     "allocate 1073741824 bytes.", "oom_host_memory", "oom"),
+    ("MemoryError: Unable to allocate 3.2 GiB for an array with shape (1000, 1000) and data type float64",
+     "oom_host_memory", "oom"),
+    ("      Reason:       OOMKilled", "oom_container_killed", "oom"),
+    # docker compose, an IDE, subprocess.CalledProcessError, vLLM's worker; torch/csrc/DataLoader.cpp
+    ("vllm-1 exited with code 137", "abort_exit_status_signal", "abort"),
+    ("Process finished with exit code 139 (interrupted by signal 11: SIGSEGV)", "abort_exit_status_signal", "abort"),
+    ("subprocess.CalledProcessError: Command '['python', 'x.py']' died with <Signals.SIGKILL: 9>.",
+     "abort_exit_status_signal", "abort"),
+    ("ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).",
+     "abort_dataloader_shm_bus_error", "abort"),
     # the family's platform, dtype and mode vocabulary (the forms of the class)
     ("RuntimeError: npu_moe_gating_top_k is not supported on Ascend310P3", "op_unsupported_family", "op_unsupported"),
     ("NotImplementedError: MLA is not supported on 310P", "op_unsupported_family", "op_unsupported"),
@@ -63,6 +86,10 @@ WORDINGS = [
 
 # lines that look alike and keep their own rule (None: no rule that names anything)
 NEIGHBOURS = [
+    # a clean exit, and vLLM's start-up report of the free memory when it suffices
+    ("sglang-1 exited with code 0", None),
+    ("INFO 01-01 00:00:00 [gpu_worker.py:1] Free memory on device (60.86/61.27 GiB) on startup. Desired GPU memory "
+     "utilization is (0.9, 55.14 GiB).", None),
     # the same words at WARNING are a fallback or a notice, never the op_unsupported cause
     ("WARNING 01-01 00:00:00 [platform.py:12] fp8 is not supported on this device, falling back to bf16", None),
     # a model type names no op, dtype or platform: an honest unknown
