@@ -371,9 +371,8 @@ RULE_EXAMPLES = {
     "abort_shell_signal_localized": "已放弃 (核心已转储)",
     # round 14 (#16): more in tests/test_log_rules_round14.py
     "oom_startup_free_memory": "ValueError: Free memory on device cuda:1 (19.77/22.05 GiB) on startup is less than desired GPU memory utilization (0.9, 19.84 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
-    "oom_host_memory": "[1234567.891011] Out of memory: Killed process 3453 (python3) total-vm:230840864kB, anon-rss:200812880kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:400000kB oom_score_adj:0",
+    "abort_host_oom_killed": "[1234567.891011] Out of memory: Killed process 3453 (python3) total-vm:230840864kB, anon-rss:200812880kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:400000kB oom_score_adj:0",
     "abort_exit_status_signal": "vllm-1 exited with code 137",
-    "oom_container_killed": "      Reason:       OOMKilled",
     "abort_dataloader_shm_bus_error": "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).",
     "abort_native_check_failed": "(TaskRunner pid=2915798) [2025-07-06 07:14:27,052 C 2915798 2915798] task_receiver.cc:219:  Check failed: objects_valid ",
     "task_timeout_python": "(EngineCore_DP0 pid=32080) ERROR 03-08 17:31:28 [core.py:1102] TimeoutError",

@@ -12,9 +12,10 @@ failed on:
   910B, 300I DUO, Atlas A2, "this device", "current hardware"), the dtype by its name (bfloat16, fp8, torch.float64)
   and the mode by its own (aclgraph / ACL graph mode, NPU / CUDA graphs, torchair) — the class, not a train file
   (held: op_unsupported 16 → 17 of 25, no new false positive);
-* from their sources, not from a wild file: vLLM's start-up free-memory check, host memory exhaustion (the kernel's
-  OOM killer, c10's DefaultCPUAllocator, NumPy's MemoryError) and Kubernetes' OOMKilled are OOMs; signal exit
-  statuses (docker compose, an IDE, Python's subprocess) and the DataLoader's shared-memory bus error are stops.
+* from their sources, not from a wild file: vLLM's start-up free-memory check is an OOM; a process killed for host
+  memory (the kernel's OOM killer, Kubernetes' OOMKilled) is an abort whose reason is known (the oom category is the
+  device's memory; a host allocation refused in-process stays unclassified, round 8); signal exit statuses (docker
+  compose, an IDE, Python's subprocess) and the DataLoader's shared-memory bus error are stops.
 
 Tried and dropped after the held-half measurement (``--half held --figures-only``): a missing *submodule* ("No module
 named 'pkg.sub'") as a version mismatch (it turned one more held file into a false positive), and reading only a
@@ -54,19 +55,16 @@ WORDINGS = [
     ("*** Check failure stack trace: ***", "abort_native_check_failed", "abort"),
     ("[2025-07-06 07:14:27,052 C 2915798 2915798] task_receiver.cc:219:  Check failed: objects_valid",
      "abort_native_check_failed", "abort"),
-    # vllm/v1/worker/gpu_worker.py; mm/oom_kill.c (5.x and older); c10/core/impl/alloc_cpu.cpp; NumPy; kubectl describe
+    # vllm/v1/worker/gpu_worker.py; mm/oom_kill.c (5.x and older, a cgroup); kubectl describe
     ("ValueError: Free memory on device cuda:1 (19.77/22.05 GiB) on startup is less than desired GPU memory "
      "utilization (0.9, 19.84 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
      "oom_startup_free_memory", "oom"),
     ("[1234567.891011] Out of memory: Killed process 3453 (python3) total-vm:230840864kB, anon-rss:200812880kB",
-     "oom_host_memory", "oom"),
-    ("[ 1234.5] Out of memory: Kill process 123 (python) score 900 or sacrifice child", "oom_host_memory", "oom"),
-    ("Memory cgroup out of memory: Killed process 4242 (python) total-vm:100kB", "oom_host_memory", "oom"),
-    ("RuntimeError: [enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: not enough memory: you tried to "
-     "allocate 1073741824 bytes.", "oom_host_memory", "oom"),
-    ("MemoryError: Unable to allocate 3.2 GiB for an array with shape (1000, 1000) and data type float64",
-     "oom_host_memory", "oom"),
-    ("      Reason:       OOMKilled", "oom_container_killed", "oom"),
+     "abort_host_oom_killed", "abort"),
+    ("[ 1234.5] Out of memory: Kill process 123 (python) score 900 or sacrifice child", "abort_host_oom_killed",
+     "abort"),
+    ("Memory cgroup out of memory: Killed process 4242 (python) total-vm:100kB", "abort_host_oom_killed", "abort"),
+    ("      Reason:       OOMKilled", "abort_host_oom_killed", "abort"),
     # docker compose, an IDE, subprocess.CalledProcessError, vLLM's worker; torch/csrc/DataLoader.cpp
     ("vllm-1 exited with code 137", "abort_exit_status_signal", "abort"),
     ("Process finished with exit code 139 (interrupted by signal 11: SIGSEGV)", "abort_exit_status_signal", "abort"),

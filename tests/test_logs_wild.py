@@ -54,6 +54,8 @@ HELD_RATCHET = {
     # w17 / w18 (session 16): first contact (rules of round 13) held 5 / 9, 4 / 9, 1 and 4 / 8, 5 / 8, 0
     "w17": (0.55, 0.44, 1),
     "w18": (0.50, 0.62, 0),
+    # w19 (session 16, Ascend forum / vendor pages): first contact (rules of round 14) held 8 / 9, 6 / 9, 0
+    "w19": (0.88, 0.66, 0),
 }
 
 
