@@ -66,6 +66,11 @@ FORMS: tuple[tuple[str, str], ...] = (
     ("mindie_service", rf"^\[{_TS} {_HMS}[.,](?P<f>\d+)(?:[+-]\d\d:?\d\d)?\] ?\[(?P<pid>\d+)\] ?\[(?P<tid>\d+)\] ?"
                        r"\[(?P<module>\w+)\] ?\[(?P<level>(?i:error|warning|warn|info|debug|critical|fatal))\] ?"
                        r"\[(?P<src>[^\]\s]+[:-]\d+)\] ?:? ?(?P<msg>.*)$"),
+    # MindIE Service 1.0's mindservice.log, whose first lines state it: "Log default format: yyyy-mm-dd
+    # hh:mm:ss.uuuuuu threadid loglevel msg" — "2024-07-01 10:59:22.535626 460279 error infer_engine_inner.cc:257]
+    # Engine init config manager falied."
+    ("mindie_tid", rf"^{_TS} {_HMS}\.(?P<f>\d{{6}}) (?P<tid>\d+) (?P<level>(?i:trace|debug|info|warning|warn|error|critical|fatal)) "
+                   r"(?:(?P<src>[^\s\]]+:\d+)\] ?)?(?P<msg>.*)$"),
     ("pylog", rf"^\[{_TS} {_HMS}[.,](?P<f>\d+)\] (?P<module>[\w.]+): \[(?P<level>[A-Z]+)\] ?(?P<msg>.*)$"),
     ("pylog2", rf"^{_TS} {_HMS}[.,](?P<f>\d+) - (?P<module>\S+) - (?P<level>[A-Z]+) - (?P<msg>.*)$"),
     ("paddle", r"^\[(?P<level>[WEIF]) +\d+/ ?\d+ \d\d:\d\d:\d\d\.\d+ (?P<src>\S+:\d+)[^\]]*\] ?(?P<msg>.*)$"),

@@ -17,6 +17,9 @@ failed on:
   device's memory; a host allocation refused in-process stays unclassified, round 8); signal exit statuses (docker
   compose, an IDE, Python's subprocess) and the DataLoader's shared-memory bus error are stops.
 
+and, as a format, MindIE Service 1.0's mindservice.log layout ("yyyy-mm-dd hh:mm:ss.uuuuuu threadid loglevel msg", as
+the log's own header states it) is read with its time, thread and level (parsers/_log_grammar.py ``mindie_tid``).
+
 Tried and dropped after the held-half measurement (``--half held --figures-only``): a missing *submodule* ("No module
 named 'pkg.sub'") as a version mismatch (it turned one more held file into a false positive), and reading only a
 work / watchdog that timed out in the NCCL watchdog rule (the teardown line "Some NCCL operations have failed or timed
@@ -27,7 +30,10 @@ Only train files are read (``bench.log_accuracy.half_of``).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tests._wild import round_checks
+from tests.test_cann_logs import ingest
 
 # (train file, category of the top root cause, its severity, a substring of its lead evidence record's raw text)
 TRAIN_CASES = [
@@ -37,6 +43,8 @@ TRAIN_CASES = [
      "ERROR 03-08 17:31:28 [core.py:1102] TimeoutError"),
     ("w18_019_verl_ray_taskrunner_task_receiver_check_failed_objects_valid_2380.log", "abort", "low",
      "task_receiver.cc:219:  Check failed: objects_valid"),
+    ("w19_011_mindie_mindservice_log_engine_init_config_manager_failed_forum.log", "unclassified_error", "medium",
+     "error infer_engine_inner.cc:257] Engine init config manager falied."),
 ]  # fmt: skip
 
 
@@ -109,3 +117,31 @@ NEIGHBOURS = [
     test_documented_wording_gets_its_rule,
     test_neighbouring_lines_keep_their_rule,
 ) = round_checks(TRAIN_CASES, WORDINGS, NEIGHBOURS)
+
+
+MINDSERVICE_LOG = """\
+2024-07-01 10:59:22.531964 460279 Log started at [trace] level
+2024-07-01 10:59:22.531970 460279 Log default format: yyyy-mm-dd hh:mm:ss.uuuuuu threadid loglevel msg
+2024-06-29 11:54:26.152984 449875 warning infer_tokenizer.cc:446] begin start tokenizer sub process 2, pid = 457140
+2024-07-01 10:59:22.535626 460279 error infer_engine_inner.cc:257] Engine init config manager falied.
+"""
+
+
+def test_mindie_service_log_layout_is_read_with_time_thread_and_level(tmp_path: Path) -> None:
+    log = tmp_path / "mindservice.log"
+    log.write_text(MINDSERVICE_LOG, encoding="utf-8")
+    store, ingested = ingest(tmp_path / "db.duckdb", log)
+    assert [f.status for f in ingested] == ["ok"]
+    cols = ("message", "level", "tid", "source_loc", "ts_ns", "rule_id", "severity")
+    rows = store.cursor().execute(f"SELECT {', '.join(cols)} FROM log_records ORDER BY record_no").fetchall()
+    store.close()
+    by_message = {r[0]: dict(zip(cols, r, strict=True)) for r in rows}
+    failed = by_message["Engine init config manager falied."]
+    assert (failed["level"], failed["tid"], failed["source_loc"]) == (
+        "ERROR",
+        460279,
+        "infer_engine_inner.cc:257",
+    )
+    assert failed["ts_ns"] == 1719831562535626000  # 2024-07-01 10:59:22.535626, local time as if UTC
+    assert by_message["begin start tokenizer sub process 2, pid = 457140"]["level"] == "WARNING"
+    assert (failed["rule_id"], failed["severity"]) == ("unclassified_error", "medium")
