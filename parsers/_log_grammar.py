@@ -72,10 +72,23 @@ FORMS: tuple[tuple[str, str], ...] = (
     ("mindie_tid", rf"^{_TS} {_HMS}\.(?P<f>\d{{6}}) (?P<tid>\d+) (?P<level>(?i:trace|debug|info|warning|warn|error|critical|fatal)) "
                    r"(?:(?P<src>[^\s\]]+:\d+)\] ?)?(?P<msg>.*)$"),
     ("pylog", rf"^\[{_TS} {_HMS}[.,](?P<f>\d+)\] (?P<module>[\w.]+): \[(?P<level>[A-Z]+)\] ?(?P<msg>.*)$"),
-    ("pylog2", rf"^{_TS} {_HMS}[.,](?P<f>\d+) - (?P<module>\S+) - (?P<level>[A-Z]+) - (?P<msg>.*)$"),
+    # Python logging "%(asctime)s - %(levelname)s - %(name)s - %(message)s" (vLLM-Ascend 0.7's model runner)
+    ("pylog3", rf"^{_TS} {_HMS}(?:[.,](?P<f>\d+))? - (?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) - (?P<module>\S+) - "
+               r"(?P<msg>.*)$"),
+    # "%(asctime)s - %(name)s - %(levelname)s - %(message)s", with or without the milliseconds and a zone offset
+    # (GPUStack: "2025-07-18 09:55:21.916582+00:00 - gpustack.worker.backends.base - INFO - …")
+    ("pylog2", rf"^{_TS} {_HMS}(?:[.,](?P<f>\d+))?(?:[+-]\d\d:?\d\d)? - (?P<module>\S+) - (?P<level>[A-Z]+) - "
+               r"(?P<msg>.*)$"),
     ("paddle", r"^\[(?P<level>[WEIF]) +\d+/ ?\d+ \d\d:\d\d:\d\d\.\d+ (?P<src>\S+:\d+)[^\]]*\] ?(?P<msg>.*)$"),
     ("pybracket", rf"^\[{_TS}[ T]{_HMS}(?:[.,](?P<f>\d+))?\]\s*\[(?P<level>{_LOGGER_LEVEL})\]:?\s*(?P<msg>.*)$"),
-    ("tsfirst", rf"^{_TS}[ T]{_HMS}(?:[.,](?P<f>\d+))?\s+(?:\|\s*)?(?P<level>{_LOGGER_LEVEL})\b\s*[|:-]?\s*(?P<msg>.*)$"),
+    ("tsfirst", rf"^{_TS}[ T]{_HMS}(?:[.,](?P<f>\d+))?\s+(?:\|\s*|\[)?(?P<level>{_LOGGER_LEVEL})(?:\]|\b)\s*[|:-]?\s*"
+                r"(?P<msg>.*)$"),
+    # SGLang's own layout ("[%(asctime)s%(prefix)s] %(message)s": "[2025-11-30 11:18:01] …", the worker's parallel
+    # ranks in the prefix "[2025-07-02 07:41:58 DP0 TP0] …"): its time, and the level where the line prints one.
+    # (Not Ray's C++ layout "[… E pid tid] file:line:": its E level is also on every line of a native stack dump,
+    # which would then outrank the crash it belongs to.)
+    ("sglang", rf"^\[{_TS} {_HMS}(?:[.,](?P<f>\d+))?(?: (?:DP|TP|PP|EP|CP|MTP)\d+)*\] "
+               r"(?:(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)(?: (?P<src>[\w./-]+\.py:\d+))?:\s+)?(?P<msg>.*)$"),
     ("pyroot", rf"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):(?P<module>[\w.-]*):\s?(?:{_EM_TS}\s*)?(?P<msg>.*)$"),
     ("vllm", rf"^(?P<level>ERROR|WARNING|INFO|DEBUG) {_TS} {_HMS}[.,](?P<f>\d+) \[(?P<src>[^\]]+:\d+)\] ?(?P<msg>.*)$"),
     ("recent", rf"^\[(?P<level>ERROR|WARNING)\] RecentErrMsg: (?:\[PID: ?(?P<pid>\d+)\]\s*)?(?:{_EM_TS}\s*)?(?P<msg>.*)$"),

@@ -18,7 +18,11 @@ failed on:
   compose, an IDE, Python's subprocess) and the DataLoader's shared-memory bus error are stops.
 
 and, as a format, MindIE Service 1.0's mindservice.log layout ("yyyy-mm-dd hh:mm:ss.uuuuuu threadid loglevel msg", as
-the log's own header states it) is read with its time, thread and level (parsers/_log_grammar.py ``mindie_tid``).
+the log's own header states it) is read with its time, thread and level (parsers/_log_grammar.py ``mindie_tid``),
+and so are SGLang's own "[yyyy-mm-dd hh:mm:ss( DPn)( TPn)] msg", Python logging's "ts - LEVEL - name - msg" and
+"ts(+zone) - name - LEVEL - msg" without milliseconds, and "ts [Error] msg" (16 digested files store their times,
+levels and prefix-free messages now: tests/fixtures/log_speed_digests.json, every changed column checked to be one
+of those).
 
 Tried and dropped after the held-half measurement (``--half held --figures-only``): a missing *submodule* ("No module
 named 'pkg.sub'") as a version mismatch (it turned one more held file into a false positive), and reading only a
@@ -145,3 +149,31 @@ def test_mindie_service_log_layout_is_read_with_time_thread_and_level(tmp_path: 
     assert failed["ts_ns"] == 1719831562535626000  # 2024-07-01 10:59:22.535626, local time as if UTC
     assert by_message["begin start tokenizer sub process 2, pid = 457140"]["level"] == "WARNING"
     assert (failed["rule_id"], failed["severity"]) == ("unclassified_error", "medium")
+
+
+CONSOLE_LAYOUTS = """\
+[2025-07-02 07:41:58 DP0 TP0] Load weight end. type=DeepseekV3ForCausalLM, avail mem=21.73 GB
+[2025-11-07 12:20:13] WARNING server_args.py:1082: At this moment Ascend attention backend only supports a page_size of 128
+2025-03-26 11:48:53 - INFO - vllm_ascend.worker.model_runner - Loading model weights took 5.7560 GB
+2025-07-18 09:55:21.916582+00:00 - gpustack.worker.backends.base - INFO - Preparing model files...
+2026-05-08 11:47:02.257 [Error] (Process) torch.OutOfMemoryError: HIP out of memory. Tried to allocate 12.95 GiB.
+"""
+
+
+def test_sglang_and_python_logging_layouts_are_timed(tmp_path: Path) -> None:
+    log = tmp_path / "console.log"
+    log.write_text(CONSOLE_LAYOUTS, encoding="utf-8")
+    store, ingested = ingest(tmp_path / "db.duckdb", log)
+    assert [f.status for f in ingested] == ["ok"]
+    rows = (
+        store.cursor().execute("SELECT ts_ns, level, message FROM log_records ORDER BY record_no").fetchall()
+    )
+    store.close()
+    got = [(ts is not None, level, message[:24]) for ts, level, message in rows]
+    assert got == [
+        (True, None, "Load weight end. type=De"),  # SGLang prints no level: none is made up
+        (True, "WARNING", "At this moment Ascend at"),
+        (True, "INFO", "Loading model weights to"),
+        (True, "INFO", "Preparing model files..."),
+        (True, "ERROR", "(Process) torch.OutOfMem"),
+    ]
