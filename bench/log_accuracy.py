@@ -98,10 +98,9 @@ def diagnose(path: Path) -> tuple[str | None, str | None, str]:
             ingestor.run(*ingestor.collect([path]), jobs=1)
         finally:
             ingestor.close()
+        # a rule the regex engine refuses fails the whole ingest: never read that as "nothing found"
         failed = store.con.execute("SELECT message FROM files WHERE status = 'failed'").fetchall()
-        if (
-            failed
-        ):  # a rule the regex engine refuses fails the whole ingest: never read that as "nothing found"
+        if failed:
             raise RuntimeError(f"{path.name}: ingest failed: {failed[0][0]}")
         causes = log_scope(store).causes
     if not causes:

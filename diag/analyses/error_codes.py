@@ -39,21 +39,18 @@ def _read(path: Path) -> dict[str, dict[str, str]]:
         return {r["code"]: r for r in rows}
 
 
+@lru_cache(maxsize=1)
 def _read_registry(path: Path = CANN_CODES) -> dict[str, dict[str, str]]:
-    """The CANN registries' rows as a person reads them: the message's ``%s`` slots shown as ``…``, their "N/A"
-    fix as none, and a component the registry leaves out (TBE op checks) named from the code's class letter."""
-    parts = _code_parts()
-    out = {}
-    for code, row in _read(path).items():
-        fix = row.get("typical_fix", "")
-        m = _CANN_CODE.match(code)
-        out[code] = {
+    """The CANN registries' rows as a person reads them: the message's ``%s`` slots shown as ``…`` and a component
+    the registry leaves out (TBE op checks) named from the code's class letter."""
+    return {
+        code: {
             **row,
-            "meaning": row.get("meaning", "").replace("%s", "…").strip(),
-            "typical_fix": "" if fix.strip() in ("N/A", "Cause: N/A; Fix: N/A") else fix,
-            "component": row.get("component") or (parts.get(("cann_class", m.group(1)), "") if m else ""),
+            "meaning": row["meaning"].replace("%s", "…").strip(),
+            "component": row["component"] or _cann_component(code),
         }
-    return out
+        for code, row in _read(path).items()
+    }
 
 
 @lru_cache(maxsize=2)
@@ -88,9 +85,10 @@ def _hand_written_codes() -> frozenset[str]:
     return frozenset(_read(ERROR_CODES))
 
 
-@lru_cache(maxsize=1)
-def _registry_codes() -> frozenset[str]:
-    return frozenset(_read(CANN_CODES))
+def _cann_component(code: str) -> str:
+    """The component a CANN code's class letter names (``rules/error_code_parts.csv``), "" for another spelling."""
+    m = _CANN_CODE.match(code)
+    return _code_parts().get(("cann_class", m.group(1)), "") if m else ""
 
 
 _CATALOG_PREFIX = {
@@ -115,7 +113,7 @@ def catalog_of(code: str) -> str:
     ``HCCL:`` / ``CUDA:`` … prefix, else ACL."""
     if code in _hand_written_codes():
         return "cann"
-    if code in _registry_codes():
+    if code in _read_registry():
         return "cann_registry"
     return _CATALOG_PREFIX.get(code.split(":", 1)[0], "acl") if ":" in code else "acl"
 
@@ -143,7 +141,7 @@ def describe_code(code: str) -> dict[str, str]:
     parts = _code_parts()
     entry = {"code": code, "component": "", "meaning": "", "typical_fix": ""}
     if m := _CANN_CODE.match(code):
-        entry["component"] = parts.get(("cann_class", m.group(1)), "")
+        entry["component"] = _cann_component(code)
         level = t(f"error_code_spelling.{code[0]}")
         entry["meaning"] = t("error_code_spelling.inner", level=level) if m.group(2) == "9" else level
     elif m := _PTA_CODE.match(code):
